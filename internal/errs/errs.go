@@ -1,0 +1,50 @@
+// Package errs holds the sentinel errors shared by every mqlite package.
+// The root package and the public sub-packages re-export these same values,
+// so errors.Is matches whichever name a caller uses.
+package errs
+
+import (
+	"errors"
+	"fmt"
+)
+
+var (
+	// ErrClosed: the store or handle was closed.
+	ErrClosed = errors.New("mqlite: closed")
+	// ErrCorrupt: stored data failed a checksum or structural check.
+	ErrCorrupt = errors.New("mqlite: corrupt data")
+	// ErrNotFound: no message, file or entry at the given position.
+	ErrNotFound = errors.New("mqlite: not found")
+	// ErrDiskFull: the disk has no room (or passed the configured limit).
+	ErrDiskFull = errors.New("mqlite: disk full")
+	// ErrFenced: an earlier write or sync failed; writes are refused until
+	// the store is reopened.
+	ErrFenced = errors.New("mqlite: store fenced after an I/O failure")
+	// ErrFlushTimeout: the record is stored but was not flushed in time.
+	ErrFlushTimeout = errors.New("mqlite: flush timeout")
+	// ErrMessageTooLarge: a body or record exceeds the size limit.
+	ErrMessageTooLarge = errors.New("mqlite: message too large")
+	// ErrInvalidArgument: a bad input, options or message.
+	ErrInvalidArgument = errors.New("mqlite: invalid argument")
+	// ErrLocked: the directory is held by another Store.
+	ErrLocked = errors.New("mqlite: directory locked by another store")
+)
+
+// CorruptError locates damaged data. It matches ErrCorrupt.
+type CorruptError struct {
+	Path   string // file
+	Offset int64  // byte position inside the file, or a global offset
+	Reason string
+}
+
+func (e *CorruptError) Error() string {
+	return fmt.Sprintf("mqlite: corrupt data in %s at offset %d: %s", e.Path, e.Offset, e.Reason)
+}
+
+// Is makes errors.Is(err, ErrCorrupt) true.
+func (e *CorruptError) Is(target error) bool { return target == ErrCorrupt }
+
+// Corrupt returns a *CorruptError.
+func Corrupt(path string, off int64, format string, args ...any) error {
+	return &CorruptError{Path: path, Offset: off, Reason: fmt.Sprintf(format, args...)}
+}

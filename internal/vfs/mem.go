@@ -1,0 +1,260 @@
+package vfs
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+)
+
+// NewMem returns an empty in-memory file system. Syncs are no-ops; mappings
+// share the file's bytes.
+func NewMem() *MemFS {
+	return &MemFS{files: map[string]*memFile{}, dirs: map[string]bool{"/": true, ".": true}, locks: map[string]bool{}}
+}
+
+// MemFS is an in-memory FS, safe for concurrent use.
+type MemFS struct {
+	mu    sync.Mutex
+	files map[string]*memFile
+	dirs  map[string]bool
+	locks map[string]bool
+}
+
+type memFile struct {
+	mu   sync.RWMutex
+	data []byte
+}
+
+func clean(name string) string { return filepath.Clean(name) }
+
+func (m *MemFS) OpenFile(name string, flag int, perm os.FileMode) (File, error) {
+	name = clean(name)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	f, ok := m.files[name]
+	if !ok {
+		if flag&os.O_CREATE == 0 {
+			return nil, &os.PathError{Op: "open", Path: name, Err: os.ErrNotExist}
+		}
+		if !m.dirs[filepath.Dir(name)] {
+			return nil, &os.PathError{Op: "open", Path: name, Err: os.ErrNotExist}
+		}
+		f = &memFile{}
+		m.files[name] = f
+	} else if flag&os.O_TRUNC != 0 {
+		f.mu.Lock()
+		f.data = nil
+		f.mu.Unlock()
+	}
+	return &memHandle{f: f, name: name}, nil
+}
+
+func (m *MemFS) Remove(name string) error {
+	name = clean(name)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.files[name]; ok {
+		delete(m.files, name)
+		return nil
+	}
+	if m.dirs[name] {
+		for p := range m.files {
+			if filepath.Dir(p) == name {
+				return &os.PathError{Op: "remove", Path: name, Err: fmt.Errorf("directory not empty")}
+			}
+		}
+		delete(m.dirs, name)
+		return nil
+	}
+	return &os.PathError{Op: "remove", Path: name, Err: os.ErrNotExist}
+}
+
+func (m *MemFS) RemoveAll(name string) error {
+	name = clean(name)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	prefix := name + string(filepath.Separator)
+	for p := range m.files {
+		if p == name || strings.HasPrefix(p, prefix) {
+			delete(m.files, p)
+		}
+	}
+	for d := range m.dirs {
+		if d == name || strings.HasPrefix(d, prefix) {
+			delete(m.dirs, d)
+		}
+	}
+	return nil
+}
+
+func (m *MemFS) Rename(oldname, newname string) error {
+	oldname, newname = clean(oldname), clean(newname)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	f, ok := m.files[oldname]
+	if !ok {
+		return &os.LinkError{Op: "rename", Old: oldname, New: newname, Err: os.ErrNotExist}
+	}
+	delete(m.files, oldname)
+	m.files[newname] = f
+	return nil
+}
+
+func (m *MemFS) MkdirAll(dir string, perm os.FileMode) error {
+	dir = clean(dir)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for d := dir; ; d = filepath.Dir(d) {
+		m.dirs[d] = true
+		if d == filepath.Dir(d) {
+			break
+		}
+	}
+	return nil
+}
+
+func (m *MemFS) ReadDir(dir string) ([]string, error) {
+	dir = clean(dir)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.dirs[dir] {
+		return nil, &os.PathError{Op: "readdir", Path: dir, Err: os.ErrNotExist}
+	}
+	var names []string
+	for p := range m.files {
+		if filepath.Dir(p) == dir {
+			names = append(names, filepath.Base(p))
+		}
+	}
+	for d := range m.dirs {
+		if d != dir && filepath.Dir(d) == dir {
+			names = append(names, filepath.Base(d))
+		}
+	}
+	sort.Strings(names)
+	return names, nil
+}
+
+func (m *MemFS) Stat(name string) (int64, bool, error) {
+	name = clean(name)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if f, ok := m.files[name]; ok {
+		f.mu.RLock()
+		defer f.mu.RUnlock()
+		return int64(len(f.data)), false, nil
+	}
+	if m.dirs[name] {
+		return 0, true, nil
+	}
+	return 0, false, &os.PathError{Op: "stat", Path: name, Err: os.ErrNotExist}
+}
+
+func (m *MemFS) SyncDir(dir string) error { return nil }
+
+func (m *MemFS) Lock(name string) (io.Closer, error) {
+	name = clean(name)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.locks[name] {
+		return nil, fmt.Errorf("%w: %s", ErrLocked, name)
+	}
+	m.locks[name] = true
+	return closerFunc(func() error {
+		m.mu.Lock()
+		delete(m.locks, name)
+		m.mu.Unlock()
+		return nil
+	}), nil
+}
+
+type closerFunc func() error
+
+func (c closerFunc) Close() error { return c() }
+
+type memHandle struct {
+	f    *memFile
+	name string
+}
+
+func (h *memHandle) ReadAt(p []byte, off int64) (int, error) {
+	h.f.mu.RLock()
+	defer h.f.mu.RUnlock()
+	if off >= int64(len(h.f.data)) {
+		return 0, io.EOF
+	}
+	n := copy(p, h.f.data[off:])
+	if n < len(p) {
+		return n, io.EOF
+	}
+	return n, nil
+}
+
+func (h *memHandle) WriteAt(p []byte, off int64) (int, error) {
+	h.f.mu.Lock()
+	defer h.f.mu.Unlock()
+	if end := off + int64(len(p)); end > int64(len(h.f.data)) {
+		h.f.grow(end)
+	}
+	return copy(h.f.data[off:], p), nil
+}
+
+func (f *memFile) grow(size int64) {
+	if size <= int64(cap(f.data)) {
+		f.data = f.data[:size]
+		return
+	}
+	nd := make([]byte, size)
+	copy(nd, f.data)
+	f.data = nd
+}
+
+func (h *memHandle) Close() error { return nil }
+
+func (h *memHandle) Size() (int64, error) {
+	h.f.mu.RLock()
+	defer h.f.mu.RUnlock()
+	return int64(len(h.f.data)), nil
+}
+
+func (h *memHandle) Truncate(size int64) error {
+	h.f.mu.Lock()
+	defer h.f.mu.Unlock()
+	if size <= int64(len(h.f.data)) {
+		clear(h.f.data[size:])
+		h.f.data = h.f.data[:size]
+		return nil
+	}
+	h.f.grow(size)
+	return nil
+}
+
+func (h *memHandle) Allocate(size int64) error {
+	h.f.mu.Lock()
+	defer h.f.mu.Unlock()
+	if size > int64(len(h.f.data)) {
+		h.f.grow(size)
+	}
+	return nil
+}
+
+func (h *memHandle) Sync() error { return nil }
+
+func (h *memHandle) Map(size int) (Mapping, error) {
+	h.f.mu.RLock()
+	defer h.f.mu.RUnlock()
+	if size > len(h.f.data) {
+		return nil, &os.PathError{Op: "mmap", Path: h.name, Err: fmt.Errorf("map of %d bytes past end of file (%d)", size, len(h.f.data))}
+	}
+	return memMapping(h.f.data[:size:size]), nil
+}
+
+type memMapping []byte
+
+func (m memMapping) Bytes() []byte         { return m }
+func (m memMapping) Sync(off, n int) error { return nil }
+func (m memMapping) Unmap() error          { return nil }

@@ -1,0 +1,160 @@
+package vfs
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"syscall"
+
+	"github.com/edsrzf/mmap-go"
+	"golang.org/x/sys/unix"
+)
+
+// OS is the real file system.
+var OS FS = osFS{}
+
+type osFS struct{}
+
+func join(dir, name string) string { return filepath.Join(dir, name) }
+
+func (osFS) OpenFile(name string, flag int, perm os.FileMode) (File, error) {
+	f, err := os.OpenFile(name, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	return &osFile{f: f}, nil
+}
+
+func (osFS) Remove(name string) error                    { return os.Remove(name) }
+func (osFS) RemoveAll(name string) error                 { return os.RemoveAll(name) }
+func (osFS) Rename(o, n string) error                    { return os.Rename(o, n) }
+func (osFS) MkdirAll(dir string, perm os.FileMode) error { return os.MkdirAll(dir, perm) }
+
+func (osFS) ReadDir(dir string) ([]string, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, len(ents))
+	for i, e := range ents {
+		names[i] = e.Name()
+	}
+	sort.Strings(names)
+	return names, nil
+}
+
+func (osFS) Stat(name string) (int64, bool, error) {
+	fi, err := os.Stat(name)
+	if err != nil {
+		return 0, false, err
+	}
+	return fi.Size(), fi.IsDir(), nil
+}
+
+func (osFS) SyncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+func (osFS) Lock(name string) (io.Closer, error) {
+	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, fmt.Errorf("%w: %s", ErrLocked, name)
+		}
+		return nil, err
+	}
+	return f, nil
+}
+
+type osFile struct{ f *os.File }
+
+func (o *osFile) ReadAt(p []byte, off int64) (int, error)  { return o.f.ReadAt(p, off) }
+func (o *osFile) WriteAt(p []byte, off int64) (int, error) { return o.f.WriteAt(p, off) }
+func (o *osFile) Close() error                             { return o.f.Close() }
+func (o *osFile) Truncate(size int64) error                { return o.f.Truncate(size) }
+
+func (o *osFile) Size() (int64, error) {
+	fi, err := o.f.Stat()
+	if err != nil {
+		return 0, err
+	}
+	return fi.Size(), nil
+}
+
+func (o *osFile) Allocate(size int64) error {
+	err := unix.Fallocate(int(o.f.Fd()), 0, 0, size)
+	if errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.ENOSYS) {
+		// The file system cannot reserve blocks; fall back to a length change.
+		return o.f.Truncate(size)
+	}
+	if err != nil {
+		return &os.PathError{Op: "fallocate", Path: o.f.Name(), Err: err}
+	}
+	return nil
+}
+
+func (o *osFile) Sync() error {
+	if err := unix.Fdatasync(int(o.f.Fd())); err != nil {
+		return &os.PathError{Op: "fdatasync", Path: o.f.Name(), Err: err}
+	}
+	return nil
+}
+
+func (o *osFile) Map(size int) (Mapping, error) {
+	m, err := mmap.MapRegion(o.f, size, mmap.RDWR, 0, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "mmap", Path: o.f.Name(), Err: err}
+	}
+	return &osMapping{m: m, name: o.f.Name()}, nil
+}
+
+type osMapping struct {
+	m    mmap.MMap
+	name string
+}
+
+func (m *osMapping) Bytes() []byte { return m.m }
+
+func (m *osMapping) Sync(off, n int) error {
+	if n <= 0 {
+		return nil
+	}
+	start := off &^ (PageSize - 1)
+	end := min(off+n, len(m.m))
+	if err := unix.Msync(m.m[start:end], unix.MS_SYNC); err != nil {
+		return &os.PathError{Op: "msync", Path: m.name, Err: err}
+	}
+	return nil
+}
+
+func (m *osMapping) Unmap() error { return m.m.Unmap() }
+
+// Populate asks the kernel to fault in b for writing ahead of use, so that
+// the append path takes no first-touch page faults. It falls back to
+// touching one byte per page.
+func Populate(b []byte) {
+	if len(b) == 0 {
+		return
+	}
+	if err := unix.Madvise(b, unix.MADV_POPULATE_WRITE); err == nil {
+		return
+	}
+	for i := 0; i < len(b); i += PageSize {
+		b[i] = 0
+	}
+}

@@ -1,0 +1,131 @@
+// Package vfs is mqlite's one narrow file seam. Every file, directory, mmap,
+// msync, fsync, fallocate, rename and remove the store performs goes through
+// the FS interface, so that the same code runs on:
+//
+//   - the real operating system (OS), with segments mapped by mmap-go;
+//   - memory (NewMem), the store's in-memory mode for tests;
+//   - a fault-injecting wrapper (NewFaulty) that fails chosen operations and
+//     keeps a "durable image" updated only by successful syncs, from which a
+//     power-loss image can be built (only synced bytes plus a random share of
+//     unsynced pages).
+package vfs
+
+import (
+	"errors"
+	"io"
+	"os"
+)
+
+// PageSize is the unit of dirty tracking and of power-loss images.
+const PageSize = 4096
+
+// ErrNotExist is returned (wrapped) when a file does not exist; it matches
+// os.ErrNotExist.
+var ErrNotExist = os.ErrNotExist
+
+// ErrLocked is returned by Lock when another holder has the lock.
+var ErrLocked = errors.New("mqlite/vfs: locked by another holder")
+
+// FS is the set of file-system operations the store needs.
+type FS interface {
+	// OpenFile opens name with os.O_* flags.
+	OpenFile(name string, flag int, perm os.FileMode) (File, error)
+	// Remove deletes a file or an empty directory.
+	Remove(name string) error
+	// RemoveAll deletes a directory tree.
+	RemoveAll(name string) error
+	// Rename atomically replaces newname with oldname.
+	Rename(oldname, newname string) error
+	// MkdirAll creates dir and its parents.
+	MkdirAll(dir string, perm os.FileMode) error
+	// ReadDir lists the names in dir, sorted.
+	ReadDir(dir string) ([]string, error)
+	// Stat reports the size of a file and whether it is a directory.
+	Stat(name string) (size int64, isDir bool, err error)
+	// SyncDir makes the entries of dir durable.
+	SyncDir(dir string) error
+	// Lock takes an exclusive lock named by name (a file), failing with
+	// ErrLocked at once if another holder (this or another process) has it.
+	Lock(name string) (io.Closer, error)
+}
+
+// File is an open file.
+type File interface {
+	io.ReaderAt
+	io.WriterAt
+	io.Closer
+	// Size reports the file's length.
+	Size() (int64, error)
+	// Truncate sets the file's length.
+	Truncate(size int64) error
+	// Allocate reserves disk blocks for [0, size) so that later writes
+	// through a mapping cannot fail for lack of space.
+	Allocate(size int64) error
+	// Sync makes the file's data durable (fdatasync).
+	Sync() error
+	// Map maps [0, size) of the file shared and writable. size must not
+	// exceed the file's length.
+	Map(size int) (Mapping, error)
+}
+
+// Mapping is a shared writable mapping of a file.
+type Mapping interface {
+	// Bytes is the mapped memory. It is valid until Unmap.
+	Bytes() []byte
+	// Sync makes [off, off+n) of the mapping durable.
+	Sync(off, n int) error
+	// Unmap releases the mapping. The slice from Bytes must not be used after.
+	Unmap() error
+}
+
+// WriteFileAtomic replaces name with data: it writes a temporary file, syncs
+// it, renames it over name and syncs the directory.
+func WriteFileAtomic(fs FS, dir, name string, data []byte) error {
+	tmp := join(dir, name+".tmp")
+	f, err := fs.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := f.WriteAt(data, 0); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if err := fs.Rename(tmp, join(dir, name)); err != nil {
+		return err
+	}
+	return fs.SyncDir(dir)
+}
+
+// ReadFile reads the whole file name.
+func ReadFile(fs FS, name string) ([]byte, error) {
+	f, err := fs.OpenFile(name, os.O_RDONLY, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	size, err := f.Size()
+	if err != nil {
+		return nil, err
+	}
+	if size > 64<<20 {
+		return nil, errors.New("mqlite/vfs: metadata file too large: " + name)
+	}
+	b := make([]byte, size)
+	if _, err := f.ReadAt(b, 0); err != nil && !errors.Is(err, io.EOF) {
+		return nil, err
+	}
+	return b, nil
+}
+
+// Exists reports whether name exists.
+func Exists(fs FS, name string) bool {
+	_, _, err := fs.Stat(name)
+	return err == nil
+}

@@ -48,3 +48,6 @@ func (e *CorruptError) Is(target error) bool { return target == ErrCorrupt }
 func Corrupt(path string, off int64, format string, args ...any) error {
 	return &CorruptError{Path: path, Offset: off, Reason: fmt.Sprintf(format, args...)}
 }
+
+// ErrIO: a read, write or sync failed, or a mapped file faulted.
+var ErrIO = errors.New("mqlite: I/O error")

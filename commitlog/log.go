@@ -1,0 +1,397 @@
+package commitlog
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"log/slog"
+	"runtime"
+	"runtime/debug"
+	"sort"
+	"sync"
+	"sync/atomic"
+
+	"github.com/mqlite/mqlite/internal/errs"
+	"github.com/mqlite/mqlite/internal/vfs"
+)
+
+// Format constants. They are frozen: changing one is a new format version.
+const (
+	MagicV1    uint32 = 0x4D514C31 // "MQL1"
+	BlankMagic uint32 = 0x424C4E4B // "BLNK"
+	FrameSize         = 28         // bytes before the payload
+	BlankSize         = 12         // size of an end-of-segment marker
+
+	DefaultSegmentSize   = 1 << 30
+	DefaultMaxRecordSize = 4<<20 + 64<<10 // RocketMQ: body limit plus 64 KiB
+	MinSegmentSize       = 4096
+)
+
+// Sentinels, the same values as the root package's.
+var (
+	ErrClosed          = errs.ErrClosed
+	ErrCorrupt         = errs.ErrCorrupt
+	ErrNotFound        = errs.ErrNotFound
+	ErrDiskFull        = errs.ErrDiskFull
+	ErrFenced          = errs.ErrFenced
+	ErrIO              = errs.ErrIO
+	ErrMessageTooLarge = errs.ErrMessageTooLarge
+	ErrInvalidArgument = errs.ErrInvalidArgument
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+var le = binary.LittleEndian
+
+// Options configure a Log. The zero value of each field means its default.
+type Options struct {
+	Dir           string
+	FS            vfs.FS // default vfs.OS
+	SegmentSize   int64  // default 1 GiB
+	MaxRecordSize int    // default 4 MiB + 64 KiB, including the frame
+	NoWarm        bool   // do not pre-touch new segments
+	Logger        *slog.Logger
+
+	// RecoverFrom is where Open starts validating records; it is rounded
+	// down to its segment. Negative means the third-to-last segment.
+	RecoverFrom int64
+	// Trusted is an offset known to have been durably flushed (the
+	// checkpoint's); damage below it with valid data after is corruption.
+	Trusted int64
+	// CleanShutdown says the previous owner closed the log cleanly; then a
+	// zeroed tail is taken as the end without searching past it.
+	CleanShutdown bool
+}
+
+// Appender encodes one record's payload in place, inside the append lock.
+type Appender interface {
+	// PayloadSize is the exact number of bytes EncodePayload writes.
+	PayloadSize() int
+	// EncodePayload fills dst (len PayloadSize()) for the record at phys.
+	// It runs under the append lock, after space is reserved, and cannot fail.
+	EncodePayload(dst []byte, phys int64)
+}
+
+// Report describes what Open found.
+type Report struct {
+	Start           int64 // where validation started
+	End             int64 // end of the last valid record
+	TruncatedBytes  int64 // non-zero bytes discarded after End
+	DroppedRecords  int   // valid-looking records discarded after a torn tail
+	RemovedSegments int
+}
+
+// Log is a segmented, memory-mapped append-only log. Append, Flush and reads
+// are safe for concurrent use. Reads never take the append lock.
+type Log struct {
+	opts   Options
+	report Report
+
+	mu struct {
+		sync.Mutex
+		cur    *segment
+		closed bool
+	}
+	segs    atomic.Pointer[[]*segment] // copy-on-write, sorted by start
+	wrote   atomic.Int64               // end of the last appended record
+	flushed atomic.Int64               // durably flushed through here
+	fenced  atomic.Pointer[error]
+
+	flushMu sync.Mutex
+	life    sync.RWMutex // readers hold R; Close holds W to unmap
+
+	allocReq   chan int64
+	allocReady chan prepared
+	quit       chan struct{}
+	allocDone  chan struct{}
+}
+
+func (o *Options) validate() error {
+	var problems []error
+	if o.Dir == "" {
+		problems = append(problems, errors.New("Dir is empty"))
+	}
+	if o.FS == nil {
+		o.FS = vfs.OS
+	}
+	if o.SegmentSize == 0 {
+		o.SegmentSize = DefaultSegmentSize
+	}
+	if o.SegmentSize < MinSegmentSize || o.SegmentSize > 1<<40 {
+		problems = append(problems, fmt.Errorf("SegmentSize %d outside [%d, 2^40]", o.SegmentSize, MinSegmentSize))
+	}
+	if o.MaxRecordSize == 0 {
+		o.MaxRecordSize = DefaultMaxRecordSize
+	}
+	if o.MaxRecordSize < FrameSize+1 {
+		problems = append(problems, fmt.Errorf("MaxRecordSize %d too small", o.MaxRecordSize))
+	}
+	if int64(o.MaxRecordSize) > o.SegmentSize-BlankSize {
+		o.MaxRecordSize = int(o.SegmentSize - BlankSize)
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("mqlite/commitlog: bad options: %w: %w", errs.ErrInvalidArgument, errors.Join(problems...))
+	}
+	return nil
+}
+
+// Open opens or creates the log in opts.Dir and recovers it.
+func Open(opts Options) (*Log, error) {
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	l := &Log{
+		opts:       opts,
+		allocReq:   make(chan int64, 1),
+		allocReady: make(chan prepared, 1),
+		quit:       make(chan struct{}),
+		allocDone:  make(chan struct{}),
+	}
+	if err := opts.FS.MkdirAll(opts.Dir, 0o755); err != nil {
+		return nil, diskErr("mkdir", opts.Dir, err)
+	}
+	if err := l.recover(); err != nil {
+		l.releaseAll()
+		return nil, err
+	}
+	go l.allocate()
+	l.allocReq <- l.mu.cur.start + l.opts.SegmentSize
+	return l, nil
+}
+
+// Report returns what recovery found at Open.
+func (l *Log) Report() Report { return l.report }
+
+// SegmentSize returns the segment size.
+func (l *Log) SegmentSize() int64 { return l.opts.SegmentSize }
+
+// MaxRecordSize returns the largest record (frame included) Append takes.
+func (l *Log) MaxRecordSize() int { return l.opts.MaxRecordSize }
+
+// WrotePosition is the end of the last appended record: readers may read
+// everything below it.
+func (l *Log) WrotePosition() int64 { return l.wrote.Load() }
+
+// FlushedPosition is how far the log is durably flushed.
+func (l *Log) FlushedPosition() int64 { return l.flushed.Load() }
+
+// MinOffset is the start of the oldest segment.
+func (l *Log) MinOffset() int64 {
+	segs := *l.segs.Load()
+	if len(segs) == 0 {
+		return 0
+	}
+	return segs[0].start
+}
+
+// Fenced returns the error that fenced the log, or nil.
+func (l *Log) Fenced() error {
+	if p := l.fenced.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+func (l *Log) fence(err error) {
+	wrapped := fmt.Errorf("%w: %w", errs.ErrFenced, err)
+	l.fenced.CompareAndSwap(nil, &wrapped)
+}
+
+// Append writes one record and returns its global offset.
+func (l *Log) Append(a Appender) (phys int64, err error) {
+	one := [1]Appender{a}
+	phys, _, err = l.AppendBatch(one[:])
+	return phys, err
+}
+
+// AppendBatch writes the records contiguously in one segment under one
+// lock hold, so that readers see all of them or none. It returns the
+// offset of the first record and the end of the last.
+func (l *Log) AppendBatch(as []Appender) (first, end int64, err error) {
+	total := 0
+	for _, a := range as {
+		n := FrameSize + a.PayloadSize()
+		if n > l.opts.MaxRecordSize {
+			return 0, 0, fmt.Errorf("mqlite/commitlog: record of %d bytes, the limit is %d: %w", n, l.opts.MaxRecordSize, errs.ErrMessageTooLarge)
+		}
+		total += n
+	}
+	if len(as) == 0 || int64(total) > l.opts.SegmentSize-BlankSize {
+		return 0, 0, fmt.Errorf("mqlite/commitlog: batch of %d records, %d bytes: %w", len(as), total, errs.ErrMessageTooLarge)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.mu.closed {
+		return 0, 0, errs.ErrClosed
+	}
+	if err := l.Fenced(); err != nil {
+		return 0, 0, err
+	}
+	defer guardFaults()()
+	defer l.catchFault(&err)
+	cur := l.mu.cur
+	w := l.wrote.Load()
+	pos := w - cur.start
+	if pos+int64(total)+BlankSize > l.opts.SegmentSize && pos+int64(total) != l.opts.SegmentSize {
+		next, err := l.rollLocked()
+		if err != nil {
+			return 0, 0, err
+		}
+		if rest := l.opts.SegmentSize - pos; rest >= BlankSize {
+			putBlank(cur.buf[pos:], uint32(rest))
+		}
+		cur, w, pos = next, next.start, 0
+	}
+	synced := l.flushed.Load()
+	first = w
+	for _, a := range as {
+		n := FrameSize + a.PayloadSize()
+		rec := cur.buf[pos : pos+int64(n)]
+		le.PutUint32(rec[0:], uint32(n))
+		le.PutUint32(rec[4:], MagicV1)
+		le.PutUint64(rec[12:], uint64(w))
+		le.PutUint64(rec[20:], uint64(synced))
+		a.EncodePayload(rec[FrameSize:], w)
+		le.PutUint32(rec[8:], frameCRC(rec))
+		pos += int64(n)
+		w += int64(n)
+	}
+	l.wrote.Store(w)
+	return first, w, nil
+}
+
+func frameCRC(rec []byte) uint32 {
+	c := crc32.Update(0, castagnoli, rec[0:8])
+	return crc32.Update(c, castagnoli, rec[12:])
+}
+
+func putBlank(b []byte, rest uint32) {
+	le.PutUint32(b[0:], rest)
+	le.PutUint32(b[4:], BlankMagic)
+	le.PutUint32(b[8:], crc32.Checksum(b[0:8], castagnoli))
+}
+
+// rollLocked takes the segment the allocator prepared and makes it current.
+func (l *Log) rollLocked() (*segment, error) {
+	want := l.mu.cur.start + l.opts.SegmentSize
+	p := <-l.allocReady
+	if p.err != nil {
+		l.allocReq <- want
+		return nil, p.err
+	}
+	if p.seg.start != want {
+		p.seg.release()
+		l.allocReq <- want
+		return nil, fmt.Errorf("mqlite/commitlog: allocator prepared segment %d, want %d: %w", p.seg.start, want, errs.ErrIO)
+	}
+	segs := *l.segs.Load()
+	next := append(segs[:len(segs):len(segs)], p.seg)
+	l.segs.Store(&next)
+	l.mu.cur = p.seg
+	l.allocReq <- want + l.opts.SegmentSize
+	return p.seg, nil
+}
+
+// catchFault turns a memory fault while touching a mapping (a file
+// truncated underneath, a full tmpfs) into ErrIO and fences the log.
+func (l *Log) catchFault(err *error) {
+	r := recover()
+	if r == nil {
+		return
+	}
+	if re, ok := r.(runtime.Error); ok {
+		if fa, ok := re.(interface{ Addr() uintptr }); ok {
+			*err = fmt.Errorf("mqlite/commitlog: memory fault at %#x: %w", fa.Addr(), errs.ErrIO)
+			l.fence(*err)
+			return
+		}
+	}
+	panic(r)
+}
+
+// guardFaults makes memory faults in this goroutine panic (recoverably)
+// instead of crashing the process; call as defer guardFaults()().
+func guardFaults() func() {
+	old := debug.SetPanicOnFault(true)
+	return func() { debug.SetPanicOnFault(old) }
+}
+
+// Flush makes everything appended so far durable and returns the flushed
+// position. After a failure the log is fenced: the flushed position does
+// not advance and every later Append and Flush fails.
+func (l *Log) Flush() (int64, error) {
+	l.flushMu.Lock()
+	defer l.flushMu.Unlock()
+	if err := l.Fenced(); err != nil {
+		return l.flushed.Load(), err
+	}
+	l.life.RLock()
+	defer l.life.RUnlock()
+	from, to := l.flushed.Load(), l.wrote.Load()
+	if to <= from {
+		return from, nil
+	}
+	segs := *l.segs.Load()
+	i := sort.Search(len(segs), func(i int) bool { return segs[i].start+l.opts.SegmentSize > from })
+	for ; i < len(segs) && segs[i].start < to; i++ {
+		s := segs[i]
+		a := max(from, s.start) - s.start
+		b := min(to, s.start+l.opts.SegmentSize) - s.start
+		if s.m == nil {
+			return from, errs.ErrClosed
+		}
+		if err := s.m.Sync(int(a), int(b-a)); err != nil {
+			err = diskErr("sync", s.path, err)
+			l.fence(err)
+			return from, l.Fenced()
+		}
+	}
+	l.flushed.Store(to)
+	return to, nil
+}
+
+// Close flushes the log, stops the allocator and unmaps every segment. It
+// is idempotent.
+func (l *Log) Close() error {
+	l.mu.Lock()
+	if l.mu.closed {
+		l.mu.Unlock()
+		return nil
+	}
+	l.mu.closed = true
+	l.mu.Unlock()
+	_, ferr := l.Flush()
+	close(l.quit)
+	<-l.allocDone
+	select {
+	case p := <-l.allocReady:
+		if p.seg != nil {
+			p.seg.release()
+			l.opts.FS.Remove(p.seg.path)
+		}
+	default:
+	}
+	l.life.Lock()
+	defer l.life.Unlock()
+	err := l.releaseAll()
+	if ferr != nil && !errors.Is(ferr, errs.ErrFenced) {
+		return ferr
+	}
+	return err
+}
+
+func (l *Log) releaseAll() error {
+	var err error
+	if p := l.segs.Load(); p != nil {
+		for _, s := range *p {
+			if rerr := s.release(); err == nil && rerr != nil {
+				err = rerr
+			}
+		}
+	}
+	return err
+}

@@ -1,0 +1,288 @@
+package commitlog
+
+import (
+	"bytes"
+	"fmt"
+	"hash/crc32"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/mqlite/mqlite/internal/errs"
+	"github.com/mqlite/mqlite/internal/vfs"
+)
+
+type kind int
+
+const (
+	kRecord kind = iota
+	kBlank       // end-of-segment marker, or an exact fit
+	kZero        // preallocated zeros: no record here
+	kBad
+)
+
+// check classifies the bytes at pos of s. It never reads outside the
+// segment and never trusts a length before bounding it.
+func (l *Log) check(s *segment, pos int64, verifyCRC bool) (int64, kind, string) {
+	rest := l.opts.SegmentSize - pos
+	if rest == 0 {
+		return 0, kBlank, ""
+	}
+	b := s.buf[pos:]
+	if rest < BlankSize {
+		if isZero(b) {
+			return 0, kZero, ""
+		}
+		return 0, kBad, "garbage in the last bytes of the segment"
+	}
+	size, magic := int64(le.Uint32(b[0:])), le.Uint32(b[4:])
+	switch {
+	case size == 0 && magic == 0:
+		return 0, kZero, ""
+	case magic == BlankMagic:
+		if size != rest || le.Uint32(b[8:]) != crc32.Checksum(b[0:8], castagnoli) {
+			return 0, kBad, "damaged end-of-segment marker"
+		}
+		return rest, kBlank, ""
+	case magic != MagicV1:
+		return 0, kBad, fmt.Sprintf("bad magic %#x", magic)
+	case size < FrameSize || size > int64(l.opts.MaxRecordSize) || size > rest:
+		return 0, kBad, fmt.Sprintf("record size %d out of bounds", size)
+	}
+	rec := b[:size]
+	if verifyCRC && le.Uint32(rec[8:]) != frameCRC(rec) {
+		return 0, kBad, "checksum mismatch"
+	}
+	if p := int64(le.Uint64(rec[12:])); p != s.start+pos {
+		return 0, kBad, fmt.Sprintf("record stores offset %d", p)
+	}
+	return size, kRecord, ""
+}
+
+func isZero(b []byte) bool {
+	for len(b) >= 8 {
+		if le.Uint64(b) != 0 {
+			return false
+		}
+		b = b[8:]
+	}
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+func (l *Log) listSegments() ([]int64, error) {
+	dir := l.opts.Dir
+	names, err := l.opts.FS.ReadDir(dir)
+	if err != nil {
+		return nil, diskErr("list", dir, err)
+	}
+	var starts []int64
+	for _, name := range names {
+		path := filepath.Join(dir, name)
+		if strings.HasSuffix(name, ".tmp") {
+			l.opts.FS.Remove(path)
+			continue
+		}
+		start, perr := strconv.ParseInt(name, 10, 64)
+		if len(name) != 20 || perr != nil || start < 0 {
+			l.opts.Logger.Warn("mqlite/commitlog: ignoring unexpected file", "path", path)
+			continue
+		}
+		if _, isDir, err := l.opts.FS.Stat(path); err != nil || isDir {
+			return nil, errs.Corrupt(path, 0, "segment is not a regular file")
+		}
+		starts = append(starts, start)
+	}
+	sort.Slice(starts, func(i, j int) bool { return starts[i] < starts[j] })
+	for i, st := range starts {
+		path := filepath.Join(dir, segmentName(st))
+		if st%l.opts.SegmentSize != 0 {
+			return nil, errs.Corrupt(path, 0, "segment start is not a multiple of the segment size %d", l.opts.SegmentSize)
+		}
+		if i > 0 && st != starts[i-1]+l.opts.SegmentSize {
+			return nil, errs.Corrupt(path, 0, "segments are not contiguous: previous starts at %d", starts[i-1])
+		}
+		size, _, err := l.opts.FS.Stat(path)
+		if err != nil {
+			return nil, diskErr("stat", path, err)
+		}
+		if size != l.opts.SegmentSize && i < len(starts)-1 {
+			return nil, errs.Corrupt(path, 0, "sealed segment is %d bytes, want %d", size, l.opts.SegmentSize)
+		}
+	}
+	return starts, nil
+}
+
+// recover maps the segments and validates the tail; see the package comment.
+func (l *Log) recover() error {
+	starts, err := l.listSegments()
+	if err != nil {
+		return err
+	}
+	if len(starts) == 0 {
+		starts = []int64{0}
+	}
+	segs := make([]*segment, 0, len(starts))
+	for _, st := range starts {
+		s, err := l.openSegment(st, len(segs) == len(starts)-1)
+		if err != nil {
+			for _, s := range segs {
+				s.release()
+			}
+			return err
+		}
+		segs = append(segs, s)
+	}
+	l.segs.Store(&segs)
+	if err := l.opts.FS.SyncDir(l.opts.Dir); err != nil {
+		return diskErr("sync dir", l.opts.Dir, err)
+	}
+	si := max(0, len(segs)-3)
+	if l.opts.RecoverFrom >= 0 {
+		si = sort.Search(len(segs), func(i int) bool { return segs[i].start+l.opts.SegmentSize > l.opts.RecoverFrom })
+		si = min(si, len(segs)-1)
+	}
+	l.report.Start = segs[si].start
+
+	i, pos := si, int64(0)
+	var k kind
+	var reason string
+	defer guardFaults()()
+	for {
+		var n int64
+		n, k, reason = l.check(segs[i], pos, true)
+		if k == kRecord {
+			pos += n
+			continue
+		}
+		if k == kBlank && i+1 < len(segs) {
+			i, pos = i+1, 0
+			continue
+		}
+		if k == kBlank {
+			pos = l.opts.SegmentSize
+		}
+		break
+	}
+	end := segs[i].start + pos
+	if k == kBad || !l.opts.CleanShutdown {
+		if err := l.classifyTail(segs, i, pos, reason); err != nil {
+			return err
+		}
+	}
+	if err := l.truncateAfter(segs, i, pos, k == kZero && l.opts.CleanShutdown); err != nil {
+		return err
+	}
+	l.report.End = end
+	l.mu.cur = (*l.segs.Load())[i]
+	l.wrote.Store(end)
+	l.flushed.Store(segs[0].start)
+	if _, err := l.Flush(); err != nil {
+		return err
+	}
+	if l.report.TruncatedBytes > 0 || l.report.RemovedSegments > 0 {
+		l.opts.Logger.Warn("mqlite/commitlog: torn tail truncated", "end", end, "bytes", l.report.TruncatedBytes,
+			"records", l.report.DroppedRecords, "segments", l.report.RemovedSegments, "reason", reason)
+	}
+	return nil
+}
+
+// classifyTail decides whether the invalid bytes at (segs[i], pos) are a
+// torn tail (nil) or proven damage (ErrCorrupt), counting what a
+// truncation would discard.
+func (l *Log) classifyTail(segs []*segment, i int, pos int64, reason string) error {
+	x := segs[i].start + pos
+	corrupt := func(at *segment, p int64, why string) error {
+		return errs.Corrupt(segs[i].path, pos, "%s; a valid record at offset %d (%s) proves the data was durable", reason, at.start+p, why)
+	}
+	// A valid record after x is proof when it was written after x was
+	// synced, or when the checkpoint says x was synced.
+	prove := func(s *segment, p int64) error {
+		synced := int64(le.Uint64(s.buf[p+20:]))
+		l.report.DroppedRecords++
+		if synced > x {
+			return corrupt(s, p, fmt.Sprintf("written after a flush through %d", synced))
+		}
+		if l.opts.Trusted > x {
+			return corrupt(s, p, fmt.Sprintf("the checkpoint says the log was flushed through %d", l.opts.Trusted))
+		}
+		return nil
+	}
+	s := segs[i]
+	var magic [4]byte
+	le.PutUint32(magic[:], MagicV1)
+	for p := pos + 1; p+BlankSize <= l.opts.SegmentSize; {
+		j := bytes.Index(s.buf[p+4:], magic[:])
+		if j < 0 {
+			break
+		}
+		cand := p + int64(j)
+		if n, k, _ := l.check(s, cand, true); k == kRecord {
+			if err := prove(s, cand); err != nil {
+				return err
+			}
+			p = cand + n
+			continue
+		}
+		p = cand + 1
+	}
+	for _, s := range segs[i+1:] {
+		for p := int64(0); ; {
+			n, k, _ := l.check(s, p, true)
+			if k != kRecord {
+				break
+			}
+			if err := prove(s, p); err != nil {
+				return err
+			}
+			p += n
+		}
+	}
+	return nil
+}
+
+// truncateAfter zeroes segs[i] from pos (only pages that hold data; none
+// when zeroTail says the rest is known to be zeros) and deletes later
+// segments, durably.
+func (l *Log) truncateAfter(segs []*segment, i int, pos int64, zeroTail bool) error {
+	s := segs[i]
+	lo, hi := int64(-1), int64(-1)
+	for p := pos; p < l.opts.SegmentSize && !zeroTail; {
+		e := min((p/vfs.PageSize+1)*vfs.PageSize, l.opts.SegmentSize)
+		if !isZero(s.buf[p:e]) {
+			if lo < 0 {
+				lo = p
+			}
+			hi = e
+			clear(s.buf[p:e])
+		}
+		p = e
+	}
+	if lo >= 0 {
+		l.report.TruncatedBytes += hi - lo
+		if err := s.m.Sync(int(lo), int(hi-lo)); err != nil {
+			return diskErr("sync", s.path, err)
+		}
+	}
+	if i+1 == len(segs) {
+		return nil
+	}
+	for _, s := range segs[i+1:] {
+		s.release()
+		if err := l.opts.FS.Remove(s.path); err != nil {
+			return diskErr("remove", s.path, err)
+		}
+		l.report.RemovedSegments++
+	}
+	kept := segs[: i+1 : i+1]
+	l.segs.Store(&kept)
+	if err := l.opts.FS.SyncDir(l.opts.Dir); err != nil {
+		return diskErr("sync dir", l.opts.Dir, err)
+	}
+	return nil
+}

@@ -1,0 +1,128 @@
+package commitlog
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"syscall"
+
+	"github.com/mqlite/mqlite/internal/errs"
+	"github.com/mqlite/mqlite/internal/vfs"
+)
+
+// segment is one mapped segment file.
+type segment struct {
+	start int64
+	path  string
+	file  vfs.File
+	m     vfs.Mapping
+	buf   []byte
+}
+
+func segmentName(start int64) string { return fmt.Sprintf("%020d", start) }
+
+func (s *segment) release() error {
+	var err error
+	if s.m != nil {
+		err = s.m.Unmap()
+		s.m, s.buf = nil, nil
+	}
+	if s.file != nil {
+		if cerr := s.file.Close(); err == nil {
+			err = cerr
+		}
+		s.file = nil
+	}
+	return err
+}
+
+// diskErr classifies a failed file operation.
+func diskErr(op, path string, err error) error {
+	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EFBIG) || errors.Is(err, syscall.EDQUOT) {
+		return fmt.Errorf("mqlite/commitlog: %s %s: %w (%w)", op, path, errs.ErrDiskFull, err)
+	}
+	return fmt.Errorf("mqlite/commitlog: %s %s: %w (%w)", op, path, errs.ErrIO, err)
+}
+
+// openSegment maps an existing or new segment file of l.size bytes. A new
+// or short file is preallocated first, so writes through the mapping never
+// hit a hole the disk cannot fill.
+func (l *Log) openSegment(start int64, create bool) (*segment, error) {
+	path := filepath.Join(l.opts.Dir, segmentName(start))
+	flag := os.O_RDWR
+	if create {
+		flag |= os.O_CREATE
+	}
+	f, err := l.opts.FS.OpenFile(path, flag, 0o644)
+	if err != nil {
+		return nil, diskErr("open", path, err)
+	}
+	s := &segment{start: start, path: path, file: f}
+	size, err := f.Size()
+	if err != nil {
+		s.release()
+		return nil, diskErr("stat", path, err)
+	}
+	if size > l.opts.SegmentSize {
+		s.release()
+		return nil, errs.Corrupt(path, 0, "segment is %d bytes, longer than the segment size %d", size, l.opts.SegmentSize)
+	}
+	if size < l.opts.SegmentSize {
+		if err := f.Allocate(l.opts.SegmentSize); err != nil {
+			s.release()
+			if create {
+				l.opts.FS.Remove(path)
+			}
+			return nil, diskErr("allocate", path, err)
+		}
+	}
+	m, err := f.Map(int(l.opts.SegmentSize))
+	if err != nil {
+		s.release()
+		return nil, diskErr("map", path, err)
+	}
+	s.m, s.buf = m, m.Bytes()
+	return s, nil
+}
+
+// prepared is a segment made ready by the allocator, or why it is not.
+type prepared struct {
+	seg *segment
+	err error
+}
+
+// allocate runs in its own goroutine: it creates, preallocates, maps and
+// pre-touches the next segment before the appender needs it, and syncs the
+// directory so that the new file's entry is durable before any record in it
+// is acknowledged.
+func (l *Log) allocate() {
+	defer close(l.allocDone)
+	for {
+		select {
+		case start := <-l.allocReq:
+			seg, err := l.openSegment(start, true)
+			if err == nil {
+				if err = l.opts.FS.SyncDir(l.opts.Dir); err != nil {
+					err = diskErr("sync dir", l.opts.Dir, err)
+					seg.release()
+					l.opts.FS.Remove(seg.path)
+					seg = nil
+				} else if !l.opts.NoWarm {
+					vfs.Populate(seg.buf)
+				}
+			}
+			select {
+			case l.allocReady <- prepared{seg, err}:
+			case <-l.quit:
+				if seg != nil {
+					seg.release()
+					l.opts.FS.Remove(seg.path)
+				}
+				return
+			}
+		case <-l.quit:
+			return
+		}
+	}
+}

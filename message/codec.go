@@ -1,0 +1,382 @@
+package message
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/mqlite/mqlite/internal/errs"
+)
+
+// Payload field positions.
+const (
+	posQueueID     = 0
+	posFlag        = 4
+	posQueueOffset = 8
+	posSysFlag     = 16
+	posBorn        = 20
+	posStore       = 28
+	posReconsume   = 36
+	posPreparedTx  = 40
+	posTagsCode    = 48
+	posBodyLen     = 52
+	posBody        = 56
+
+	// FixedSize is the payload size of a message with empty body, topic
+	// and properties.
+	FixedSize = posBody + 2 + 2
+)
+
+const (
+	propNameSep  = 0x01
+	propValueSep = 0x02
+)
+
+var byteOrder = binary.LittleEndian
+
+// ErrTruncated reports a payload shorter than its length fields say. It
+// matches ErrCorrupt.
+var ErrTruncated = fmt.Errorf("%w: truncated message payload", errs.ErrCorrupt)
+
+// Meta is what the store decides for a record inside the append lock.
+type Meta struct {
+	QueueID     int32
+	QueueOffset int64
+	StoreMs     int64
+	BornMs      int64
+	// Uniq is used as the unique key when the message has none.
+	Uniq []byte
+}
+
+// PayloadSize is the exact size Encode writes for m, given the length of the
+// unique key the store generates when m.UniqKey is empty.
+func PayloadSize(m *Message, uniqLen int) int {
+	return FixedSize + len(m.Body) + len(m.Topic) + propsSize(m, uniqLen)
+}
+
+func propSize(name string, valueLen int) int { return len(name) + 2 + valueLen }
+
+func propsSize(m *Message, uniqLen int) int {
+	n := 0
+	if m.Tags != "" {
+		n += propSize(PropTags, len(m.Tags))
+	}
+	if len(m.Keys) > 0 {
+		kl := len(m.Keys) - 1
+		for _, k := range m.Keys {
+			kl += len(k)
+		}
+		n += propSize(PropKeys, kl)
+	}
+	if m.UniqKey != "" {
+		uniqLen = len(m.UniqKey)
+	}
+	if uniqLen > 0 {
+		n += propSize(PropUniqKey, uniqLen)
+	}
+	if m.ShardingKey != "" {
+		n += propSize(PropShardingKey, len(m.ShardingKey))
+	}
+	if m.DelayLevel > 0 {
+		n += propSize(PropDelay, digits(int64(m.DelayLevel)))
+	}
+	if !m.DeliverAt.IsZero() {
+		n += propSize(PropDeliverAt, digits(m.DeliverAt.UnixMilli()))
+	}
+	for k, v := range m.Properties {
+		n += propSize(k, len(v))
+	}
+	return n
+}
+
+func digits(v int64) int {
+	n := 1
+	if v < 0 {
+		n++
+		v = -v
+	}
+	for v >= 10 {
+		v /= 10
+		n++
+	}
+	return n
+}
+
+// Encode writes m's payload into dst, which must be exactly
+// PayloadSize(m, len(meta.Uniq)) bytes. It does not allocate unless m has
+// more than one user property (their names are sorted so that equal
+// messages encode to equal bytes).
+func Encode(dst []byte, m *Message, meta *Meta) {
+	byteOrder.PutUint32(dst[posQueueID:], uint32(meta.QueueID))
+	byteOrder.PutUint32(dst[posFlag:], uint32(m.Flag))
+	byteOrder.PutUint64(dst[posQueueOffset:], uint64(meta.QueueOffset))
+	byteOrder.PutUint32(dst[posSysFlag:], m.SysFlag)
+	byteOrder.PutUint64(dst[posBorn:], uint64(meta.BornMs))
+	byteOrder.PutUint64(dst[posStore:], uint64(meta.StoreMs))
+	byteOrder.PutUint32(dst[posReconsume:], uint32(m.ReconsumeTimes))
+	byteOrder.PutUint64(dst[posPreparedTx:], uint64(m.PreparedTxOffset))
+	byteOrder.PutUint32(dst[posTagsCode:], TagsCode(m.Tags))
+	byteOrder.PutUint32(dst[posBodyLen:], uint32(len(m.Body)))
+	p := posBody + copy(dst[posBody:], m.Body)
+	byteOrder.PutUint16(dst[p:], uint16(len(m.Topic)))
+	p += 2
+	p += copy(dst[p:], m.Topic)
+	lenPos := p
+	p += 2
+	start := p
+	p = encodeProps(dst, p, m, meta.Uniq)
+	byteOrder.PutUint16(dst[lenPos:], uint16(p-start))
+}
+
+func putProp(dst []byte, p int, name, value string) int {
+	p += copy(dst[p:], name)
+	dst[p] = propNameSep
+	p++
+	p += copy(dst[p:], value)
+	dst[p] = propValueSep
+	return p + 1
+}
+
+func putPropInt(dst []byte, p int, name string, v int64) int {
+	p += copy(dst[p:], name)
+	dst[p] = propNameSep
+	p++
+	p += len(strconv.AppendInt(dst[p:p], v, 10))
+	dst[p] = propValueSep
+	return p + 1
+}
+
+func encodeProps(dst []byte, p int, m *Message, uniq []byte) int {
+	if m.Tags != "" {
+		p = putProp(dst, p, PropTags, m.Tags)
+	}
+	if len(m.Keys) > 0 {
+		p += copy(dst[p:], PropKeys)
+		dst[p] = propNameSep
+		p++
+		for i, k := range m.Keys {
+			if i > 0 {
+				dst[p] = ' '
+				p++
+			}
+			p += copy(dst[p:], k)
+		}
+		dst[p] = propValueSep
+		p++
+	}
+	if m.UniqKey != "" {
+		p = putProp(dst, p, PropUniqKey, m.UniqKey)
+	} else if len(uniq) > 0 {
+		p += copy(dst[p:], PropUniqKey)
+		dst[p] = propNameSep
+		p++
+		p += copy(dst[p:], uniq)
+		dst[p] = propValueSep
+		p++
+	}
+	if m.ShardingKey != "" {
+		p = putProp(dst, p, PropShardingKey, m.ShardingKey)
+	}
+	if m.DelayLevel > 0 {
+		p = putPropInt(dst, p, PropDelay, int64(m.DelayLevel))
+	}
+	if !m.DeliverAt.IsZero() {
+		p = putPropInt(dst, p, PropDeliverAt, m.DeliverAt.UnixMilli())
+	}
+	switch len(m.Properties) {
+	case 0:
+	case 1:
+		for k, v := range m.Properties {
+			p = putProp(dst, p, k, v)
+		}
+	default:
+		names := make([]string, 0, len(m.Properties))
+		for k := range m.Properties {
+			names = append(names, k)
+		}
+		slices.Sort(names)
+		for _, k := range names {
+			p = putProp(dst, p, k, m.Properties[k])
+		}
+	}
+	return p
+}
+
+// View reads a payload in place, without copying. A View is valid only as
+// long as the bytes it wraps; the store hands them out inside a callback.
+type View []byte
+
+// CheckPayload validates the length fields of a payload: every length fits
+// in the bytes present and they add up exactly.
+func CheckPayload(b []byte) error {
+	if len(b) < FixedSize {
+		return ErrTruncated
+	}
+	bodyLen := uint64(byteOrder.Uint32(b[posBodyLen:]))
+	p := uint64(posBody) + bodyLen
+	if p+2 > uint64(len(b)) {
+		return ErrTruncated
+	}
+	p += 2 + uint64(byteOrder.Uint16(b[p:]))
+	if p+2 > uint64(len(b)) {
+		return ErrTruncated
+	}
+	p += 2 + uint64(byteOrder.Uint16(b[p:]))
+	if p != uint64(len(b)) {
+		return fmt.Errorf("%w: payload lengths add up to %d, record holds %d", errs.ErrCorrupt, p, len(b))
+	}
+	return nil
+}
+
+// QueueID returns the queue id.
+func (v View) QueueID() int32 { return int32(byteOrder.Uint32(v[posQueueID:])) }
+
+// QueueOffset returns the logical offset in the queue.
+func (v View) QueueOffset() int64 { return int64(byteOrder.Uint64(v[posQueueOffset:])) }
+
+// SysFlag returns the sysflag bits.
+func (v View) SysFlag() uint32 { return byteOrder.Uint32(v[posSysFlag:]) }
+
+// StoreMs returns the store timestamp in unix milliseconds.
+func (v View) StoreMs() int64 { return int64(byteOrder.Uint64(v[posStore:])) }
+
+// TagsCode returns the stored tags hash.
+func (v View) TagsCode() uint32 { return byteOrder.Uint32(v[posTagsCode:]) }
+
+// Body returns the body bytes in place.
+func (v View) Body() []byte {
+	n := byteOrder.Uint32(v[posBodyLen:])
+	return v[posBody : posBody+int(n)]
+}
+
+func (v View) topicPos() int { return posBody + len(v.Body()) }
+
+// Topic returns the topic bytes in place.
+func (v View) Topic() []byte {
+	p := v.topicPos()
+	n := int(byteOrder.Uint16(v[p:]))
+	return v[p+2 : p+2+n]
+}
+
+// Props returns the encoded properties in place.
+func (v View) Props() []byte {
+	p := v.topicPos()
+	p += 2 + int(byteOrder.Uint16(v[p:]))
+	n := int(byteOrder.Uint16(v[p:]))
+	return v[p+2 : p+2+n]
+}
+
+// Prop returns the value of the property name in place, or nil.
+func (v View) Prop(name string) []byte {
+	props := v.Props()
+	for len(props) > 0 {
+		i := bytes.IndexByte(props, propNameSep)
+		if i < 0 {
+			return nil
+		}
+		j := bytes.IndexByte(props[i+1:], propValueSep)
+		if j < 0 {
+			return nil
+		}
+		if string(props[:i]) == name {
+			return props[i+1 : i+1+j]
+		}
+		props = props[i+2+j:]
+	}
+	return nil
+}
+
+// Decode copies a checked payload into ext (strings and body are copies).
+func Decode(b []byte, ext *MessageExt) error {
+	if err := CheckPayload(b); err != nil {
+		return err
+	}
+	v := View(b)
+	ext.QueueID = v.QueueID()
+	ext.QueueOffset = v.QueueOffset()
+	ext.StoreTimestamp = time.UnixMilli(v.StoreMs())
+	m := &ext.Message
+	m.Flag = int32(byteOrder.Uint32(b[posFlag:]))
+	m.SysFlag = v.SysFlag()
+	m.BornTimestamp = time.UnixMilli(int64(byteOrder.Uint64(b[posBorn:])))
+	m.ReconsumeTimes = int32(byteOrder.Uint32(b[posReconsume:]))
+	m.PreparedTxOffset = int64(byteOrder.Uint64(b[posPreparedTx:]))
+	m.Body = bytes.Clone(v.Body())
+	if m.Body == nil {
+		m.Body = []byte{}
+	}
+	m.Topic = string(v.Topic())
+	return decodeProps(v.Props(), m)
+}
+
+func decodeProps(props []byte, m *Message) error {
+	for len(props) > 0 {
+		i := bytes.IndexByte(props, propNameSep)
+		j := bytes.IndexByte(props, propValueSep)
+		if i < 0 || j < i {
+			return fmt.Errorf("%w: malformed properties", errs.ErrCorrupt)
+		}
+		name, value := string(props[:i]), string(props[i+1:j])
+		props = props[j+1:]
+		switch name {
+		case PropTags:
+			m.Tags = value
+		case PropKeys:
+			m.Keys = strings.Split(value, " ")
+		case PropUniqKey:
+			m.UniqKey = value
+		case PropShardingKey:
+			m.ShardingKey = value
+		case PropDelay:
+			n, err := strconv.Atoi(value)
+			if err != nil {
+				return fmt.Errorf("%w: bad delay level %q", errs.ErrCorrupt, value)
+			}
+			m.DelayLevel = n
+		case PropDeliverAt:
+			n, err := strconv.ParseInt(value, 10, 64)
+			if err != nil {
+				return fmt.Errorf("%w: bad deliver time %q", errs.ErrCorrupt, value)
+			}
+			m.DeliverAt = time.UnixMilli(n)
+		default:
+			if m.Properties == nil {
+				m.Properties = map[string]string{}
+			}
+			m.Properties[name] = value
+		}
+	}
+	return nil
+}
+
+// ID returns the message ID for a CommitLog offset: 16 upper-case hex
+// digits. Lookup by ID is a direct read at that offset.
+func ID(commitLogOffset int64) string {
+	var b [16]byte
+	const hex = "0123456789ABCDEF"
+	u := uint64(commitLogOffset)
+	for i := 15; i >= 0; i-- {
+		b[i] = hex[u&0xF]
+		u >>= 4
+	}
+	return string(b[:])
+}
+
+// ErrBadID reports a string that is not a message ID.
+var ErrBadID = fmt.Errorf("%w: malformed message ID", errs.ErrInvalidArgument)
+
+// ParseID returns the CommitLog offset a message ID encodes.
+func ParseID(id string) (int64, error) {
+	if len(id) != 16 {
+		return 0, fmt.Errorf("%w: %q", ErrBadID, id)
+	}
+	u, err := strconv.ParseUint(id, 16, 64)
+	if err != nil || int64(u) < 0 || strings.ToUpper(id) != id {
+		return 0, fmt.Errorf("%w: %q", ErrBadID, id)
+	}
+	return int64(u), nil
+}

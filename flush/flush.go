@@ -1,0 +1,253 @@
+// Package flush owns mqlite's flush services: group commit for FlushSync
+// (many waiting senders share one sync; a sender returns only after a sync
+// that covers its record) and the periodic flusher for FlushAsync (on an
+// interval when enough pages are dirty, everything at least every thorough
+// interval, as RocketMQ's FlushRealTimeService does). Both drive any
+// Flusher, such as a *commitlog.Log, and each owns one goroutine that stops
+// on Close.
+package flush
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/mqlite/mqlite/clock"
+	"github.com/mqlite/mqlite/internal/errs"
+)
+
+// Flusher makes everything written so far durable and reports how far.
+type Flusher interface {
+	Flush() (int64, error)
+	WrotePosition() int64
+	FlushedPosition() int64
+}
+
+// ErrFlushTimeout is the same value as the root package's.
+var ErrFlushTimeout = errs.ErrFlushTimeout
+
+// GroupCommit batches waiting senders onto shared syncs.
+type GroupCommit struct {
+	f       Flusher
+	timeout time.Duration
+	clk     clock.Clock
+	onFlush func(int64)
+
+	mu struct {
+		sync.Mutex
+		flushed int64
+		err     error
+		closed  bool
+		round   chan struct{} // closed when the next sync completes
+	}
+	kick chan struct{}
+	quit chan struct{}
+	done chan struct{}
+}
+
+// GroupCommitOptions configure a GroupCommit.
+type GroupCommitOptions struct {
+	Timeout time.Duration // default 5 s (RocketMQ syncFlushTimeout); negative = none
+	Clock   clock.Clock   // default clock.Real
+	OnFlush func(flushed int64)
+}
+
+// NewGroupCommit starts the group commit goroutine.
+func NewGroupCommit(f Flusher, opts GroupCommitOptions) *GroupCommit {
+	if opts.Timeout == 0 {
+		opts.Timeout = 5 * time.Second
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.Real
+	}
+	g := &GroupCommit{f: f, timeout: opts.Timeout, clk: opts.Clock, onFlush: opts.OnFlush,
+		kick: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{})}
+	g.mu.flushed = f.FlushedPosition()
+	g.mu.round = make(chan struct{})
+	go g.loop()
+	return g
+}
+
+func (g *GroupCommit) loop() {
+	defer close(g.done)
+	for {
+		select {
+		case <-g.kick:
+			g.syncOnce()
+		case <-g.quit:
+			g.syncOnce()
+			g.mu.Lock()
+			g.mu.closed = true
+			close(g.mu.round)
+			g.mu.Unlock()
+			return
+		}
+	}
+}
+
+func (g *GroupCommit) syncOnce() {
+	g.mu.Lock()
+	round := g.mu.round
+	g.mu.round = make(chan struct{})
+	g.mu.Unlock()
+	flushed, err := g.f.Flush()
+	g.mu.Lock()
+	if flushed > g.mu.flushed {
+		g.mu.flushed = flushed
+	}
+	if err != nil && g.mu.err == nil {
+		g.mu.err = err
+	}
+	g.mu.Unlock()
+	close(round)
+	if err == nil && g.onFlush != nil {
+		g.onFlush(flushed)
+	}
+}
+
+// Wait returns nil once everything below off is durable. It returns the
+// sync error if the sync covering off failed (and every later call returns
+// it: the flusher never retries a failed sync), ErrFlushTimeout after the
+// timeout (the record stays stored), ctx.Err() when ctx ends first, and
+// ErrClosed if the service closed before off was flushed.
+func (g *GroupCommit) Wait(ctx context.Context, off int64) error {
+	var timeout <-chan time.Time
+	if g.timeout > 0 {
+		t := g.clk.NewTimer(g.timeout)
+		defer t.Stop()
+		timeout = t.C()
+	}
+	for {
+		g.mu.Lock()
+		flushed, err, closed, round := g.mu.flushed, g.mu.err, g.mu.closed, g.mu.round
+		g.mu.Unlock()
+		switch {
+		case flushed >= off:
+			return nil
+		case err != nil:
+			return err
+		case closed:
+			return errs.ErrClosed
+		}
+		select {
+		case g.kick <- struct{}{}:
+		default:
+		}
+		select {
+		case <-round:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-timeout:
+			return fmt.Errorf("mqlite/flush: offset %d not flushed within %s: %w", off, g.timeout, errs.ErrFlushTimeout)
+		}
+	}
+}
+
+// Close runs a last sync and stops the goroutine. Idempotent.
+func (g *GroupCommit) Close() {
+	select {
+	case <-g.quit:
+	default:
+		close(g.quit)
+	}
+	<-g.done
+}
+
+// PeriodicOptions configure a Periodic flusher. Zero values mean
+// RocketMQ's defaults.
+type PeriodicOptions struct {
+	Interval         time.Duration // default 500 ms
+	LeastPages       int           // default 4 (16 KiB dirty); negative = any
+	ThoroughInterval time.Duration // default 10 s
+	Clock            clock.Clock
+	Logger           *slog.Logger
+	OnFlush          func(flushed int64)
+}
+
+// Periodic flushes in the background for FlushAsync.
+type Periodic struct {
+	f    Flusher
+	opts PeriodicOptions
+	kick chan struct{}
+	quit chan struct{}
+	done chan struct{}
+	once sync.Once
+}
+
+// NewPeriodic starts the periodic flusher goroutine.
+func NewPeriodic(f Flusher, opts PeriodicOptions) *Periodic {
+	if opts.Interval <= 0 {
+		opts.Interval = 500 * time.Millisecond
+	}
+	if opts.LeastPages == 0 {
+		opts.LeastPages = 4
+	}
+	if opts.ThoroughInterval <= 0 {
+		opts.ThoroughInterval = 10 * time.Second
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.Real
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	p := &Periodic{f: f, opts: opts, kick: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{})}
+	go p.loop()
+	return p
+}
+
+// Threshold is the dirty byte count above which Notify wakes the flusher.
+func (p *Periodic) Threshold() int64 { return int64(max(p.opts.LeastPages, 0)) * 4096 }
+
+// Notify wakes the flusher early; the store calls it when more than
+// Threshold bytes are dirty. It never blocks.
+func (p *Periodic) Notify() {
+	select {
+	case p.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (p *Periodic) loop() {
+	defer close(p.done)
+	tick := p.opts.Clock.NewTicker(p.opts.Interval)
+	defer tick.Stop()
+	last := p.opts.Clock.Now()
+	for {
+		select {
+		case <-tick.C():
+		case <-p.kick:
+		case <-p.quit:
+			p.flush()
+			return
+		}
+		now := p.opts.Clock.Now()
+		dirty := p.f.WrotePosition() - p.f.FlushedPosition()
+		if dirty <= 0 {
+			continue
+		}
+		if dirty >= p.Threshold() || now.Sub(last) >= p.opts.ThoroughInterval {
+			p.flush()
+			last = now
+		}
+	}
+}
+
+func (p *Periodic) flush() {
+	flushed, err := p.f.Flush()
+	if err != nil {
+		p.opts.Logger.Error("mqlite/flush: background flush failed; the store is fenced", "err", err)
+		return
+	}
+	if p.opts.OnFlush != nil {
+		p.opts.OnFlush(flushed)
+	}
+}
+
+// Close flushes everything and stops the goroutine. Idempotent.
+func (p *Periodic) Close() {
+	p.once.Do(func() { close(p.quit) })
+	<-p.done
+}

@@ -1,0 +1,46 @@
+package mqlite
+
+import (
+	"github.com/mqlite/mqlite/internal/errs"
+	"github.com/mqlite/mqlite/message"
+)
+
+// Sentinel errors. Every error the store returns matches one of these with
+// errors.Is; the sub-packages export the same values.
+var (
+	// ErrClosed: the Store was closed.
+	ErrClosed = errs.ErrClosed
+	// ErrCorrupt: stored data failed a checksum or structural check; the
+	// error is a *CorruptError naming the file and offset.
+	ErrCorrupt = errs.ErrCorrupt
+	// ErrNotFound: no message at that offset or ID.
+	ErrNotFound = errs.ErrNotFound
+	// ErrDiskFull: the disk has no room for a new segment.
+	ErrDiskFull = errs.ErrDiskFull
+	// ErrFenced: an earlier write or sync failed; the store refuses writes
+	// until it is reopened (reads keep working).
+	ErrFenced = errs.ErrFenced
+	// ErrIO: a read, write or sync failed, or a mapped file faulted.
+	ErrIO = errs.ErrIO
+	// ErrFlushTimeout: FlushSync only; the message is stored but was not
+	// flushed within Options.SyncFlushTimeout (RocketMQ's FLUSH_DISK_TIMEOUT).
+	ErrFlushTimeout = errs.ErrFlushTimeout
+	// ErrMessageTooLarge: the body exceeds Options.MaxMessageSize.
+	ErrMessageTooLarge = errs.ErrMessageTooLarge
+	// ErrInvalidArgument: a bad option, message or argument. The more
+	// specific errors below match it too.
+	ErrInvalidArgument = errs.ErrInvalidArgument
+	// ErrLocked: another Store (in this or another process) has the directory.
+	ErrLocked = errs.ErrLocked
+
+	ErrInvalidTopic    = message.ErrInvalidTopic
+	ErrEmptyBody       = message.ErrEmptyBody
+	ErrInvalidTags     = message.ErrInvalidTags
+	ErrInvalidKey      = message.ErrInvalidKey
+	ErrInvalidProperty = message.ErrInvalidProperty
+	ErrInvalidDelay    = message.ErrInvalidDelay
+	ErrBadID           = message.ErrBadID
+)
+
+// CorruptError locates damaged data; it matches ErrCorrupt.
+type CorruptError = errs.CorruptError

@@ -1,0 +1,116 @@
+package mqlite
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/mqlite/mqlite/clock"
+	"github.com/mqlite/mqlite/commitlog"
+	"github.com/mqlite/mqlite/internal/errs"
+	"github.com/mqlite/mqlite/message"
+)
+
+// FlushMode says when a message counts as stored.
+type FlushMode int
+
+const (
+	// FlushAsync acknowledges once the message is in the mapped page cache;
+	// a background flusher syncs on an interval and a dirty-page threshold.
+	// kill -9 loses nothing; power loss may lose the last flush interval.
+	FlushAsync FlushMode = iota
+	// FlushSync acknowledges only after a sync covering the message (group
+	// commit: concurrent senders share syncs). A nil error survives power loss.
+	FlushSync
+)
+
+func (m FlushMode) String() string {
+	switch m {
+	case FlushAsync:
+		return "FlushAsync"
+	case FlushSync:
+		return "FlushSync"
+	}
+	return fmt.Sprintf("FlushMode(%d)", int(m))
+}
+
+// Options configure a Store. A nil *Options, and the zero value of each
+// field, mean the defaults given.
+type Options struct {
+	Flush FlushMode // default FlushAsync (RocketMQ's default)
+	// InMemory keeps everything in memory (no files; dir is only a name).
+	// Semantics are otherwise the same; for tests.
+	InMemory bool
+
+	SegmentSize    int64 // CommitLog segment size; default 1 GiB (64 MiB in memory)
+	MaxMessageSize int   // body limit; default 4 MiB
+
+	SyncFlushTimeout      time.Duration // FlushSync wait limit; default 5 s
+	FlushInterval         time.Duration // FlushAsync period; default 500 ms
+	FlushLeastPages       int           // FlushAsync dirty pages before a flush; default 4
+	FlushThoroughInterval time.Duration // FlushAsync flush-everything period; default 10 s
+	CheckpointInterval    time.Duration // default 1 s
+
+	// NoWarm skips pre-touching new CommitLog segments.
+	NoWarm bool
+
+	Clock  clock.Clock  // default clock.Real
+	Logger *slog.Logger // default discards
+}
+
+const defaultMemSegment = 64 << 20
+
+// withDefaults copies o, fills defaults and validates everything at once.
+func (o *Options) withDefaults() (Options, error) {
+	var c Options
+	if o != nil {
+		c = *o
+	}
+	var problems []error
+	if c.Flush != FlushAsync && c.Flush != FlushSync {
+		problems = append(problems, fmt.Errorf("unknown Flush mode %d", int(c.Flush)))
+	}
+	if c.SegmentSize == 0 {
+		c.SegmentSize = commitlog.DefaultSegmentSize
+		if c.InMemory {
+			c.SegmentSize = defaultMemSegment
+		}
+	}
+	if c.SegmentSize < commitlog.MinSegmentSize {
+		problems = append(problems, fmt.Errorf("SegmentSize %d below %d", c.SegmentSize, commitlog.MinSegmentSize))
+	}
+	if c.MaxMessageSize == 0 {
+		c.MaxMessageSize = message.DefaultMaxBody
+	}
+	if c.MaxMessageSize < 0 {
+		problems = append(problems, fmt.Errorf("negative MaxMessageSize %d", c.MaxMessageSize))
+	}
+	for name, d := range map[string]*time.Duration{"SyncFlushTimeout": &c.SyncFlushTimeout, "FlushInterval": &c.FlushInterval,
+		"FlushThoroughInterval": &c.FlushThoroughInterval, "CheckpointInterval": &c.CheckpointInterval} {
+		if *d < 0 {
+			problems = append(problems, fmt.Errorf("negative %s %s", name, *d))
+		}
+	}
+	if c.SyncFlushTimeout == 0 {
+		c.SyncFlushTimeout = 5 * time.Second
+	}
+	if c.CheckpointInterval == 0 {
+		c.CheckpointInterval = time.Second
+	}
+	if c.Clock == nil {
+		c.Clock = clock.Real
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if len(problems) > 0 {
+		return c, fmt.Errorf("mqlite: bad options: %w: %w", errs.ErrInvalidArgument, errors.Join(problems...))
+	}
+	return c, nil
+}
+
+// maxRecordSize is the CommitLog record limit implied by the body limit.
+func (o *Options) maxRecordSize() int {
+	return int(min(int64(o.MaxMessageSize)+64<<10+commitlog.FrameSize, o.SegmentSize-commitlog.BlankSize))
+}

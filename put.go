@@ -1,0 +1,203 @@
+package mqlite
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/mqlite/mqlite/commitlog"
+	"github.com/mqlite/mqlite/internal/errs"
+	"github.com/mqlite/mqlite/message"
+)
+
+// MaxQueues bounds a queue id.
+const MaxQueues = 1 << 14
+
+const uniqLen = 32
+
+// PutResult describes a stored message.
+type PutResult struct {
+	Offset      int64 // CommitLog offset
+	Size        int   // record size
+	QueueID     int
+	QueueOffset int64
+	StoreTime   time.Time
+	uniq        [uniqLen]byte
+	ownUniq     string
+}
+
+// MsgID returns the message ID (it encodes the CommitLog offset).
+func (r *PutResult) MsgID() string { return message.ID(r.Offset) }
+
+// UniqKey returns the message's unique key (the producer's if it set one).
+func (r *PutResult) UniqKey() string {
+	if r.ownUniq != "" {
+		return r.ownUniq
+	}
+	return string(r.uniq[:])
+}
+
+// putJob carries one message through the append lock. Jobs are pooled so
+// that the hot path does not allocate.
+type putJob struct {
+	s       *Store
+	m       *Message
+	queue   int32
+	bornMs  int64
+	size    int
+	meta    message.Meta
+	uniq    [uniqLen]byte
+	storeMs int64
+	qoff    int64
+}
+
+func (j *putJob) PayloadSize() int { return j.size }
+
+// EncodePayload runs inside the CommitLog append lock: it assigns the queue
+// offset and the (monotone) store time, then encodes in place.
+func (j *putJob) EncodePayload(dst []byte, phys int64) {
+	s := j.s
+	k := queueKey{j.m.Topic, j.queue}
+	j.qoff = s.queues[k]
+	s.queues[k] = j.qoff + 1
+	j.storeMs = max(s.opts.Clock.Now().UnixMilli(), s.lastStoreMs)
+	s.lastStoreMs = j.storeMs
+	j.meta = message.Meta{QueueID: j.queue, QueueOffset: j.qoff, StoreMs: j.storeMs, BornMs: j.bornMs}
+	if j.m.UniqKey == "" {
+		j.meta.Uniq = j.uniq[:]
+	}
+	message.Encode(dst, j.m, &j.meta)
+}
+
+const hexDigits = "0123456789ABCDEF"
+
+func putHex(dst []byte, v uint64) {
+	for i := len(dst) - 1; i >= 0; i-- {
+		dst[i] = hexDigits[v&0xF]
+		v >>= 4
+	}
+}
+
+// newJob validates m and prepares a pooled job.
+func (s *Store) newJob(m *Message, queue int) (*putJob, error) {
+	now := s.opts.Clock.Now()
+	if err := message.Validate(m, s.opts.MaxMessageSize, topicLimit(m), uniqLen, now); err != nil {
+		return nil, err
+	}
+	if queue < 0 || queue >= MaxQueues {
+		return nil, fmt.Errorf("mqlite: queue id %d outside [0, %d): %w", queue, MaxQueues, errs.ErrInvalidArgument)
+	}
+	j := s.jobs.Get().(*putJob)
+	j.m, j.queue = m, int32(queue)
+	j.bornMs = now.UnixMilli()
+	if !m.BornTimestamp.IsZero() {
+		j.bornMs = m.BornTimestamp.UnixMilli()
+	}
+	if m.UniqKey == "" {
+		putHex(j.uniq[0:8], uint64(s.uniqPrefix))
+		putHex(j.uniq[8:20], uint64(j.bornMs))
+		putHex(j.uniq[20:32], s.uniqSeq.Add(1))
+	}
+	j.size = message.PayloadSize(m, uniqLen)
+	return j, nil
+}
+
+func topicLimit(m *Message) int {
+	if m != nil && len(m.Topic) > 0 && m.Topic[0] == '%' {
+		return message.MaxSysTopicLen
+	}
+	return message.MaxTopicLen
+}
+
+func (s *Store) result(j *putJob, off int64) PutResult {
+	r := PutResult{Offset: off, Size: commitlog.FrameSize + j.size, QueueID: int(j.queue), QueueOffset: j.qoff,
+		StoreTime: time.UnixMilli(j.storeMs), ownUniq: j.m.UniqKey}
+	if j.m.UniqKey == "" {
+		r.uniq = j.uniq
+	}
+	return r
+}
+
+func (s *Store) releaseJob(j *putJob) {
+	j.m = nil
+	s.jobs.Put(j)
+}
+
+// Put stores m in the given queue of its topic and returns where it went.
+// With FlushSync it returns only after a sync covering the message; if that
+// takes longer than SyncFlushTimeout it returns the result together with
+// ErrFlushTimeout (the message is stored, durability unconfirmed). A
+// message that fails validation, or a ctx that is already done, stores
+// nothing. m must not be modified until Put returns.
+func (s *Store) Put(ctx context.Context, m *Message, queue int) (PutResult, error) {
+	if s.closed.Load() {
+		return PutResult{}, errs.ErrClosed
+	}
+	if err := ctx.Err(); err != nil {
+		return PutResult{}, err
+	}
+	j, err := s.newJob(m, queue)
+	if err != nil {
+		return PutResult{}, err
+	}
+	off, err := s.log.Append(j)
+	if err != nil {
+		s.releaseJob(j)
+		return PutResult{}, err
+	}
+	res := s.result(j, off)
+	s.releaseJob(j)
+	return res, s.awaitDurable(ctx, off+int64(res.Size))
+}
+
+// awaitDurable applies the flush mode to data ending at end.
+func (s *Store) awaitDurable(ctx context.Context, end int64) error {
+	if s.gc != nil {
+		return s.gc.Wait(ctx, end)
+	}
+	if end-s.log.FlushedPosition() > s.periodic.Threshold() {
+		s.periodic.Notify()
+	}
+	return nil
+}
+
+// PutBatch stores msgs in one queue as one contiguous append: readers see
+// all of them or none, and with FlushSync they share one sync. If any
+// message is invalid nothing is stored.
+func (s *Store) PutBatch(ctx context.Context, msgs []*Message, queue int) ([]PutResult, error) {
+	if s.closed.Load() {
+		return nil, errs.ErrClosed
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if len(msgs) == 0 {
+		return nil, fmt.Errorf("mqlite: empty batch: %w", errs.ErrInvalidArgument)
+	}
+	jobs := make([]*putJob, 0, len(msgs))
+	apps := make([]commitlog.Appender, 0, len(msgs))
+	defer func() {
+		for _, j := range jobs {
+			s.releaseJob(j)
+		}
+	}()
+	for i, m := range msgs {
+		j, err := s.newJob(m, queue)
+		if err != nil {
+			return nil, fmt.Errorf("mqlite: batch message %d: %w", i, err)
+		}
+		jobs = append(jobs, j)
+		apps = append(apps, j)
+	}
+	first, end, err := s.log.AppendBatch(apps)
+	if err != nil {
+		return nil, err
+	}
+	res := make([]PutResult, len(jobs))
+	off := first
+	for i, j := range jobs {
+		res[i] = s.result(j, off)
+		off += int64(res[i].Size)
+	}
+	return res, s.awaitDurable(ctx, end)
+}

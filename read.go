@@ -1,0 +1,75 @@
+package mqlite
+
+import (
+	"github.com/mqlite/mqlite/commitlog"
+	"github.com/mqlite/mqlite/internal/errs"
+	"github.com/mqlite/mqlite/message"
+)
+
+// Message is what producers send; see package message for the fields.
+type Message = message.Message
+
+// MessageExt is a stored message as read back.
+type MessageExt = message.MessageExt
+
+// MessageView reads a stored message in place; valid only inside the
+// callback that received it.
+type MessageView = message.View
+
+func viewOf(r commitlog.Record) message.View { return message.View(r.Payload) }
+
+func checkPayload(r commitlog.Record) error {
+	if err := message.CheckPayload(r.Payload); err != nil {
+		return errs.Corrupt("commitlog", r.Offset, "%v", err)
+	}
+	return nil
+}
+
+// ReadAt returns a copy of the message stored at CommitLog offset off.
+func (s *Store) ReadAt(off int64) (*MessageExt, error) {
+	if s.closed.Load() {
+		return nil, errs.ErrClosed
+	}
+	ext := &MessageExt{}
+	err := s.log.Read(off, func(r commitlog.Record) error {
+		if err := checkPayload(r); err != nil {
+			return err
+		}
+		if err := message.Decode(r.Payload, ext); err != nil {
+			return errs.Corrupt("commitlog", r.Offset, "%v", err)
+		}
+		ext.CommitLogOffset = r.Offset
+		ext.StoreSize = int32(r.Size)
+		ext.MsgID = message.ID(r.Offset)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return ext, nil
+}
+
+// MessageByID returns the message with the given ID in O(1): the ID
+// encodes its CommitLog offset.
+func (s *Store) MessageByID(id string) (*MessageExt, error) {
+	off, err := message.ParseID(id)
+	if err != nil {
+		return nil, err
+	}
+	return s.ReadAt(off)
+}
+
+// View calls fn with a zero-copy view of the message at offset off, after
+// verifying its checksum. The view and every slice taken from it are valid
+// only until fn returns.
+func (s *Store) View(off int64, fn func(MessageView) error) error {
+	if s.closed.Load() {
+		return errs.ErrClosed
+	}
+	return s.log.Read(off, func(r commitlog.Record) error {
+		if err := checkPayload(r); err != nil {
+			return err
+		}
+		return fn(viewOf(r))
+	})
+}

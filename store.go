@@ -1,0 +1,249 @@
+package mqlite
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+
+	"github.com/mqlite/mqlite/commitlog"
+	"github.com/mqlite/mqlite/flush"
+	"github.com/mqlite/mqlite/internal/errs"
+	"github.com/mqlite/mqlite/internal/vfs"
+)
+
+const (
+	lockName  = "lock"
+	abortName = "abort" // present while a Store has the directory open
+)
+
+// queueKey names one queue of one topic.
+type queueKey struct {
+	topic string
+	queue int32
+}
+
+// Store is an open message store: one directory, one owner. All methods
+// are safe for concurrent use.
+type Store struct {
+	opts Options
+	dir  string
+	fs   vfs.FS
+	lock io.Closer
+
+	log      *commitlog.Log
+	gc       *flush.GroupCommit // FlushSync
+	periodic *flush.Periodic    // FlushAsync
+
+	// queues holds each queue's next offset. It is read and written only
+	// inside commitlog's append lock (EncodePayload) and during Open.
+	queues      map[queueKey]int64
+	lastStoreMs int64 // append lock, like queues
+
+	uniqPrefix uint32
+	uniqSeq    atomic.Uint64
+	jobs       sync.Pool
+
+	recovery  RecoveryReport
+	closed    atomic.Bool
+	closeOnce sync.Once
+	closeErr  error
+	cpQuit    chan struct{}
+	cpDone    chan struct{}
+}
+
+// RecoveryReport says what Open found and repaired.
+type RecoveryReport struct {
+	CleanShutdown   bool  // the previous owner closed the store
+	CheckpointFound bool  // a valid checkpoint was read
+	CommitLogEnd    int64 // end of the last valid record
+	TruncatedBytes  int64 // torn-tail bytes discarded
+	DroppedRecords  int   // valid-looking records discarded after a torn tail (never acknowledged by FlushSync)
+}
+
+// Open opens (creating if needed) the store in dir. A nil opts means the
+// defaults. A second Open of the same directory, from this or another
+// process, fails with ErrLocked.
+func Open(dir string, opts *Options) (*Store, error) {
+	var fs vfs.FS = vfs.OS
+	if opts != nil && opts.InMemory {
+		fs = vfs.NewMem()
+	}
+	return openFS(fs, dir, opts)
+}
+
+// openFS is Open on a given file seam, for tests.
+func openFS(fs vfs.FS, dir string, opts *Options) (*Store, error) {
+	o, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	s := &Store{opts: o, dir: filepath.Clean(dir), fs: fs, queues: map[queueKey]int64{},
+		uniqPrefix: rand.Uint32(), cpQuit: make(chan struct{}), cpDone: make(chan struct{})}
+	s.jobs.New = func() any { return &putJob{s: s} }
+	if err := s.open(); err != nil {
+		s.release()
+		return nil, err
+	}
+	go s.checkpointLoop()
+	return s, nil
+}
+
+func (s *Store) path(name string) string { return filepath.Join(s.dir, name) }
+
+func (s *Store) open() error {
+	if err := s.fs.MkdirAll(s.dir, 0o755); err != nil {
+		return fmt.Errorf("mqlite: create %s: %w (%w)", s.dir, errs.ErrIO, err)
+	}
+	lk, err := s.fs.Lock(s.path(lockName))
+	if err != nil {
+		if errors.Is(err, vfs.ErrLocked) {
+			return fmt.Errorf("mqlite: open %s: %w", s.dir, errs.ErrLocked)
+		}
+		return fmt.Errorf("mqlite: lock %s: %w (%w)", s.dir, errs.ErrIO, err)
+	}
+	s.lock = lk
+	clean := !vfs.Exists(s.fs, s.path(abortName))
+	cp, cpOK := s.loadCheckpoint()
+	if err := s.markOpen(); err != nil {
+		return err
+	}
+	trusted := int64(0)
+	if cpOK {
+		trusted = cp.flushed
+	}
+	s.log, err = commitlog.Open(commitlog.Options{
+		Dir: s.path("commitlog"), FS: s.fs, SegmentSize: s.opts.SegmentSize,
+		MaxRecordSize: s.opts.maxRecordSize(), NoWarm: s.opts.NoWarm, Logger: s.opts.Logger,
+		RecoverFrom: -1, Trusted: trusted, CleanShutdown: clean && cpOK,
+	})
+	if err != nil {
+		return err
+	}
+	rep := s.log.Report()
+	s.recovery = RecoveryReport{CleanShutdown: clean, CheckpointFound: cpOK, CommitLogEnd: rep.End,
+		TruncatedBytes: rep.TruncatedBytes, DroppedRecords: rep.DroppedRecords}
+	if err := s.rebuildQueueTable(); err != nil {
+		return err
+	}
+	switch s.opts.Flush {
+	case FlushSync:
+		s.gc = flush.NewGroupCommit(s.log, flush.GroupCommitOptions{Timeout: s.opts.SyncFlushTimeout, Clock: s.opts.Clock})
+	case FlushAsync:
+		s.periodic = flush.NewPeriodic(s.log, flush.PeriodicOptions{Interval: s.opts.FlushInterval,
+			LeastPages: s.opts.FlushLeastPages, ThoroughInterval: s.opts.FlushThoroughInterval,
+			Clock: s.opts.Clock, Logger: s.opts.Logger})
+	}
+	return nil
+}
+
+// markOpen creates the abort marker durably: until Close removes it, a
+// reopen knows the store did not shut down cleanly.
+func (s *Store) markOpen() error {
+	f, err := s.fs.OpenFile(s.path(abortName), os.O_CREATE|os.O_RDWR, 0o644)
+	if err == nil {
+		err = f.Close()
+	}
+	if err == nil {
+		err = s.fs.SyncDir(s.dir)
+	}
+	if err != nil {
+		return fmt.Errorf("mqlite: create abort marker: %w (%w)", errs.ErrIO, err)
+	}
+	return nil
+}
+
+// rebuildQueueTable scans the CommitLog for each queue's next offset.
+func (s *Store) rebuildQueueTable() error {
+	_, err := s.log.Scan(s.log.MinOffset(), s.log.WrotePosition(), false, func(r commitlog.Record) error {
+		if err := checkPayload(r); err != nil {
+			return err
+		}
+		v := viewOf(r)
+		k := queueKey{string(v.Topic()), v.QueueID()}
+		if next := v.QueueOffset() + 1; next > s.queues[k] {
+			s.queues[k] = next
+		}
+		s.lastStoreMs = max(s.lastStoreMs, v.StoreMs())
+		return nil
+	})
+	return err
+}
+
+// Recovery reports what Open found and repaired.
+func (s *Store) Recovery() RecoveryReport { return s.recovery }
+
+// Dir returns the store's directory.
+func (s *Store) Dir() string { return s.dir }
+
+func (s *Store) checkpointLoop() {
+	defer close(s.cpDone)
+	t := s.opts.Clock.NewTicker(s.opts.CheckpointInterval)
+	defer t.Stop()
+	var last checkpoint
+	for {
+		select {
+		case <-t.C():
+			cp := checkpoint{flushed: s.log.FlushedPosition()}
+			if cp != last {
+				if err := s.writeCheckpoint(cp); err != nil {
+					s.opts.Logger.Error("mqlite: checkpoint", "err", err)
+					continue
+				}
+				last = cp
+			}
+		case <-s.cpQuit:
+			return
+		}
+	}
+}
+
+// Close flushes everything, writes the checkpoint, removes the abort
+// marker and releases the directory. It is idempotent; afterwards every
+// call returns ErrClosed.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		s.closed.Store(true)
+		close(s.cpQuit)
+		<-s.cpDone
+		var errList []error
+		if s.gc != nil {
+			s.gc.Close()
+		}
+		if s.periodic != nil {
+			s.periodic.Close()
+		}
+		fenced := s.log.Fenced()
+		errList = append(errList, s.log.Close())
+		if fenced == nil {
+			errList = append(errList, s.writeCheckpoint(checkpoint{flushed: s.log.FlushedPosition()}))
+			if err := s.fs.Remove(s.path(abortName)); err != nil {
+				errList = append(errList, err)
+			} else {
+				errList = append(errList, s.fs.SyncDir(s.dir))
+			}
+		}
+		errList = append(errList, s.release())
+		s.closeErr = errors.Join(errList...)
+	})
+	return s.closeErr
+}
+
+// release frees what open acquired, for Close and failed opens.
+func (s *Store) release() error {
+	var err error
+	if s.log != nil {
+		err = s.log.Close()
+	}
+	if s.lock != nil {
+		if lerr := s.lock.Close(); err == nil {
+			err = lerr
+		}
+		s.lock = nil
+	}
+	return err
+}

@@ -42,7 +42,9 @@ func openMode(t *testing.T, md mode, fs vfs.FS, dir string) *Store {
 	return s
 }
 
-func body(i int) []byte { return []byte(fmt.Sprintf("message-%06d-%s", i, bytes.Repeat([]byte{'x'}, i%300))) }
+func body(i int) []byte {
+	return []byte(fmt.Sprintf("message-%06d-%s", i, bytes.Repeat([]byte{'x'}, i%300)))
+}
 
 func TestPutReadRoundTripAllModes(t *testing.T) {
 	ctx := context.Background()

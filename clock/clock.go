@@ -36,8 +36,8 @@ var Real Clock = realClock{}
 
 type realClock struct{}
 
-func (realClock) Now() time.Time                   { return time.Now() }
-func (realClock) NewTimer(d time.Duration) Timer   { return realTimer{time.NewTimer(d)} }
+func (realClock) Now() time.Time                 { return time.Now() }
+func (realClock) NewTimer(d time.Duration) Timer { return realTimer{time.NewTimer(d)} }
 func (realClock) NewTicker(d time.Duration) Ticker {
 	return realTicker{time.NewTicker(max(d, time.Nanosecond))}
 }

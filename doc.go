@@ -1,0 +1,58 @@
+// Package mqlite is an embeddable, durable, in-process message store built
+// on Apache RocketMQ's storage design. One Store owns a directory; producers
+// and readers are goroutines in the same process. There is no network layer.
+//
+// # A tour
+//
+//	s, err := mqlite.Open(dir, &mqlite.Options{Flush: mqlite.FlushSync})
+//	defer s.Close()
+//	res, err := s.Put(ctx, &mqlite.Message{Topic: "orders", Keys: []string{"o-42"}, Body: b}, queue)
+//	m, err := s.MessageByID(res.MsgID())
+//
+// # Data path
+//
+// Put validates the message (package message), takes the CommitLog's one
+// append lock, assigns the queue offset and store time, and encodes the
+// record straight into the mapped segment (package commitlog) with no
+// intermediate buffer. Then the flush mode applies (package flush): with
+// FlushSync the caller waits for the group commit whose sync covers its
+// record; with FlushAsync a background flusher syncs on an interval and a
+// dirty-page threshold. A background allocator creates, preallocates and
+// pre-touches the next segment before it is needed.
+//
+// # Directory layout
+//
+//	dir/
+//	  lock          held (flock) while a Store has the directory
+//	  abort         present while open; found at Open => the last run crashed
+//	  checkpoint    how far the CommitLog is known durable (atomic replace)
+//	  commitlog/    segments named by 20-digit start offset
+//
+// # Promises
+//
+//   - FlushSync: a Put that returned nil survives kill -9 and power loss.
+//   - FlushAsync: kill -9 loses nothing the OS accepted; power loss may lose
+//     the last flush interval, never what was flushed before.
+//   - Recovery never panics on damaged files: a torn tail is truncated and
+//     reported (Store.Recovery); damage followed by data proven durable is
+//     an ErrCorrupt naming the file and offset, and nothing is changed.
+//   - A failed sync fences the store: the waiting senders get the error,
+//     later writes get ErrFenced, reads keep working, and nothing is
+//     acknowledged that is not on disk.
+//   - Bad input gets an error matching a sentinel (errors.Is) and stores
+//     nothing.
+//
+// # Where to look
+//
+// commitlog (segments, frame format, recovery), flush (group commit and
+// periodic flush), message (message model, payload layout, IDs), clock
+// (injectable time), internal/vfs (the file seam, with the in-memory and
+// fault-injecting implementations used by tests).
+//
+// # Caveats
+//
+// Segments are memory-mapped. Views handed to callbacks (Store.View) alias
+// the mapping and are valid only inside the callback. A memory fault while
+// touching a mapping (for example a segment truncated by another process)
+// is turned into ErrIO and fences the store instead of crashing the process.
+package mqlite

@@ -1,0 +1,34 @@
+package indexfile
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/mqlite/mqlite/internal/errs"
+)
+
+// Sentinels. The shared ones are the same values as the root package's, so
+// errors.Is matches whichever name a caller uses.
+var (
+	// ErrClosed is returned by every call after Close.
+	ErrClosed = errs.ErrClosed
+	// ErrCorrupt is matched by damage found in an index file (*CorruptError).
+	ErrCorrupt = errs.ErrCorrupt
+	// ErrInvalidArgument is matched by a bad input or bad Options.
+	ErrInvalidArgument = errs.ErrInvalidArgument
+	// ErrFenced is returned by Put and Flush after a sync failed: the
+	// durable state is unknown, so writes stop until the Index is reopened.
+	ErrFenced = errs.ErrFenced
+	// ErrVersion is returned by Open for an index file whose magic is right
+	// but whose format version is not FormatVersion (written by a newer, or
+	// an unknown, mqlite). Open refuses such a directory instead of deleting
+	// files another version may need. It does not match ErrCorrupt.
+	ErrVersion = errors.New("mqlite/indexfile: unsupported index file format version")
+)
+
+// CorruptError locates damaged data; it matches ErrCorrupt.
+type CorruptError = errs.CorruptError
+
+func invalidf(format string, args ...any) error {
+	return fmt.Errorf("mqlite/indexfile: %w: %s", ErrInvalidArgument, fmt.Sprintf(format, args...))
+}

@@ -55,6 +55,15 @@ type Options struct {
 	// NoWarm skips pre-touching new CommitLog segments.
 	NoWarm bool
 
+	// ReadUncommitted lets readers see FlushSync messages before their
+	// sync completes. By default (as RocketMQ 5.3.2 does) they see only
+	// flushed messages, so nothing delivered can vanish on power loss.
+	ReadUncommitted bool
+
+	ConsumeQueueEntries int // entries per ConsumeQueue file; default 300,000
+	IndexSlots          int // hash slots per IndexFile; default 1<<20 (1<<14 in memory)
+	IndexEntries        int // entries per IndexFile; default 4,000,000 (1<<16 in memory)
+
 	Clock  clock.Clock  // default clock.Real
 	Logger *slog.Logger // default discards
 }
@@ -94,6 +103,12 @@ func (o *Options) withDefaults() (Options, error) {
 	}
 	if c.SyncFlushTimeout == 0 {
 		c.SyncFlushTimeout = 5 * time.Second
+	}
+	if c.InMemory && c.IndexSlots == 0 && c.IndexEntries == 0 {
+		c.IndexSlots, c.IndexEntries = 1<<14, 1<<16
+	}
+	if c.InMemory && c.ConsumeQueueEntries == 0 {
+		c.ConsumeQueueEntries = 1 << 14
 	}
 	if c.CheckpointInterval == 0 {
 		c.CheckpointInterval = time.Second

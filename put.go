@@ -152,6 +152,9 @@ func (s *Store) Put(ctx context.Context, m *Message, queue int) (PutResult, erro
 
 // awaitDurable applies the flush mode to data ending at end.
 func (s *Store) awaitDurable(ctx context.Context, end int64) error {
+	if s.gc == nil || s.opts.ReadUncommitted {
+		s.disp.notify()
+	}
 	if s.gc != nil {
 		return s.gc.Wait(ctx, end)
 	}

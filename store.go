@@ -11,7 +11,9 @@ import (
 	"sync/atomic"
 
 	"github.com/mqlite/mqlite/commitlog"
+	"github.com/mqlite/mqlite/consumequeue"
 	"github.com/mqlite/mqlite/flush"
+	"github.com/mqlite/mqlite/indexfile"
 	"github.com/mqlite/mqlite/internal/errs"
 	"github.com/mqlite/mqlite/internal/vfs"
 )
@@ -36,6 +38,7 @@ type Store struct {
 	lock io.Closer
 
 	log      *commitlog.Log
+	disp     *dispatcher
 	gc       *flush.GroupCommit // FlushSync
 	periodic *flush.Periodic    // FlushAsync
 
@@ -63,6 +66,7 @@ type RecoveryReport struct {
 	CommitLogEnd    int64 // end of the last valid record
 	TruncatedBytes  int64 // torn-tail bytes discarded
 	DroppedRecords  int   // valid-looking records discarded after a torn tail (never acknowledged by FlushSync)
+	Redispatched    int64 // CommitLog bytes re-dispatched into the ConsumeQueue and IndexFile
 }
 
 // Open opens (creating if needed) the store in dir. A nil opts means the
@@ -127,12 +131,13 @@ func (s *Store) open() error {
 	rep := s.log.Report()
 	s.recovery = RecoveryReport{CleanShutdown: clean, CheckpointFound: cpOK, CommitLogEnd: rep.End,
 		TruncatedBytes: rep.TruncatedBytes, DroppedRecords: rep.DroppedRecords}
-	if err := s.rebuildQueueTable(); err != nil {
+	if err := s.openIndexes(cp, cpOK); err != nil {
 		return err
 	}
 	switch s.opts.Flush {
 	case FlushSync:
-		s.gc = flush.NewGroupCommit(s.log, flush.GroupCommitOptions{Timeout: s.opts.SyncFlushTimeout, Clock: s.opts.Clock})
+		s.gc = flush.NewGroupCommit(s.log, flush.GroupCommitOptions{Timeout: s.opts.SyncFlushTimeout, Clock: s.opts.Clock,
+			OnFlush: func(int64) { s.disp.notify() }})
 	case FlushAsync:
 		s.periodic = flush.NewPeriodic(s.log, flush.PeriodicOptions{Interval: s.opts.FlushInterval,
 			LeastPages: s.opts.FlushLeastPages, ThoroughInterval: s.opts.FlushThoroughInterval,
@@ -157,21 +162,57 @@ func (s *Store) markOpen() error {
 	return nil
 }
 
-// rebuildQueueTable scans the CommitLog for each queue's next offset.
-func (s *Store) rebuildQueueTable() error {
-	_, err := s.log.Scan(s.log.MinOffset(), s.log.WrotePosition(), false, func(r commitlog.Record) error {
-		if err := checkPayload(r); err != nil {
+// openIndexes opens the ConsumeQueue and the IndexFile, drops entries past
+// the recovered CommitLog end, re-dispatches what they miss (see
+// dispatchStart), rebuilds each queue's next offset from the ConsumeQueue,
+// and starts the dispatcher.
+func (s *Store) openIndexes(cp checkpoint, cpOK bool) error {
+	cqDir, idxDir := s.path("consumequeue"), s.path("index")
+	cqExisted, idxExisted := vfs.Exists(s.fs, cqDir), vfs.Exists(s.fs, idxDir)
+	cq, err := consumequeue.OpenStore(consumequeue.Options{FS: s.fs, Dir: cqDir,
+		EntriesPerFile: s.opts.ConsumeQueueEntries, Logger: s.opts.Logger})
+	if err != nil {
+		return err
+	}
+	idx, err := indexfile.Open(indexfile.Options{FS: s.fs, Dir: idxDir, Slots: s.opts.IndexSlots,
+		Entries: s.opts.IndexEntries, Logger: s.opts.Logger})
+	if err != nil {
+		cq.Close()
+		return err
+	}
+	s.disp = newDispatcher(s, cq, idx, 0)
+	end := s.log.WrotePosition()
+	if err := errors.Join(cq.TruncateAfterPhys(end), idx.TruncateAfterPhys(end)); err != nil {
+		return err
+	}
+	start := s.log.MinOffset()
+	if cpOK && cqExisted && idxExisted {
+		start = min(max(cp.dispatched, start), idx.EndPhyOffset(), end)
+	}
+	s.disp.next = max(start, s.log.MinOffset())
+	err = s.disp.catchUp(end)
+	if errors.Is(err, consumequeue.ErrConflict) {
+		// A queue lost entries below the checkpoint (damaged file): rebuild
+		// everything; re-dispatch is idempotent.
+		s.opts.Logger.Warn("mqlite: a ConsumeQueue lost entries; re-dispatching the whole CommitLog", "err", err)
+		start = s.log.MinOffset()
+		s.disp.next = start
+		err = s.disp.catchUp(end)
+	}
+	if err != nil {
+		return err
+	}
+	s.recovery.Redispatched = end - start
+	for _, id := range cq.Queues() {
+		q, err := cq.Queue(id.Topic, id.ID, false)
+		if err != nil {
 			return err
 		}
-		v := viewOf(r)
-		k := queueKey{string(v.Topic()), v.QueueID()}
-		if next := v.QueueOffset() + 1; next > s.queues[k] {
-			s.queues[k] = next
-		}
-		s.lastStoreMs = max(s.lastStoreMs, v.StoreMs())
-		return nil
-	})
-	return err
+		s.queues[queueKey{id.Topic, int32(id.ID)}] = q.MaxOffset()
+	}
+	s.lastStoreMs = s.disp.lastStoreMs
+	go s.disp.loop()
+	return nil
 }
 
 // Recovery reports what Open found and repaired.
@@ -188,7 +229,11 @@ func (s *Store) checkpointLoop() {
 	for {
 		select {
 		case <-t.C():
-			cp := checkpoint{flushed: s.log.FlushedPosition()}
+			cp, err := s.currentCheckpoint()
+			if err != nil {
+				s.opts.Logger.Error("mqlite: flush indexes", "err", err)
+				continue
+			}
 			if cp != last {
 				if err := s.writeCheckpoint(cp); err != nil {
 					s.opts.Logger.Error("mqlite: checkpoint", "err", err)
@@ -200,6 +245,17 @@ func (s *Store) checkpointLoop() {
 			return
 		}
 	}
+}
+
+// currentCheckpoint flushes the indexes and returns a checkpoint saying
+// how far they are built (captured before the flush) and how far the
+// CommitLog is durable.
+func (s *Store) currentCheckpoint() (checkpoint, error) {
+	dispatched := s.disp.dispatched()
+	if err := errors.Join(s.disp.cq.Flush(), s.disp.idx.Flush()); err != nil {
+		return checkpoint{}, err
+	}
+	return checkpoint{flushed: s.log.FlushedPosition(), dispatched: dispatched}, nil
 }
 
 // Close flushes everything, writes the checkpoint, removes the abort
@@ -217,10 +273,14 @@ func (s *Store) Close() error {
 		if s.periodic != nil {
 			s.periodic.Close()
 		}
+		errList = append(errList, s.disp.stop())
+		cp, cpErr := s.currentCheckpoint()
+		errList = append(errList, cpErr)
 		fenced := s.log.Fenced()
 		errList = append(errList, s.log.Close())
-		if fenced == nil {
-			errList = append(errList, s.writeCheckpoint(checkpoint{flushed: s.log.FlushedPosition()}))
+		if fenced == nil && cpErr == nil {
+			cp.flushed = s.log.FlushedPosition()
+			errList = append(errList, s.writeCheckpoint(cp))
 			if err := s.fs.Remove(s.path(abortName)); err != nil {
 				errList = append(errList, err)
 			} else {
@@ -236,8 +296,11 @@ func (s *Store) Close() error {
 // release frees what open acquired, for Close and failed opens.
 func (s *Store) release() error {
 	var err error
+	if s.disp != nil {
+		err = errors.Join(s.disp.cq.Close(), s.disp.idx.Close())
+	}
 	if s.log != nil {
-		err = s.log.Close()
+		err = errors.Join(err, s.log.Close())
 	}
 	if s.lock != nil {
 		if lerr := s.lock.Close(); err == nil {

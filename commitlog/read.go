@@ -49,7 +49,9 @@ func (l *Log) Read(off int64, fn func(Record) error) (err error) {
 	switch k {
 	case kRecord:
 	case kBad:
-		if le.Uint32(s.buf[pos+4:]) == MagicV1 {
+		// Only a frame with our magic is a damaged record; check() also
+		// reports garbage in the last bytes of a segment, where no frame fits.
+		if pos+8 <= l.opts.SegmentSize && le.Uint32(s.buf[pos+4:]) == MagicV1 {
 			return errs.Corrupt(s.path, pos, "%s", reason)
 		}
 		return fmt.Errorf("mqlite/commitlog: no record starts at offset %d: %w", off, errs.ErrNotFound)

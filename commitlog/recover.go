@@ -272,7 +272,10 @@ func (l *Log) truncateAfter(segs []*segment, i int, pos int64, zeroTail bool) er
 	if i+1 == len(segs) {
 		return nil
 	}
-	for _, s := range segs[i+1:] {
+	// Last first: an interrupted removal (a crash, an error) must leave a
+	// contiguous run of segments, or the next Open would find a gap.
+	for j := len(segs) - 1; j > i; j-- {
+		s := segs[j]
 		s.release()
 		if err := l.opts.FS.Remove(s.path); err != nil {
 			return diskErr("remove", s.path, err)

@@ -69,7 +69,14 @@ func (l *Log) openSegment(start int64, create bool) (*segment, error) {
 		return nil, errs.Corrupt(path, 0, "segment is %d bytes, longer than the segment size %d", size, l.opts.SegmentSize)
 	}
 	if size < l.opts.SegmentSize {
-		if err := f.Allocate(l.opts.SegmentSize); err != nil {
+		err := f.Allocate(l.opts.SegmentSize)
+		if err == nil {
+			// Make the new length durable: otherwise a power loss before
+			// the first flush into this segment leaves a short file that,
+			// once a later segment exists, looks like a damaged sealed one.
+			err = f.Sync()
+		}
+		if err != nil {
 			s.release()
 			if create {
 				l.opts.FS.Remove(path)

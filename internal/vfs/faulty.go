@@ -34,7 +34,10 @@ type Injector func(op Op, path string) error
 // Faulty wraps an FS (normally a MemFS), failing operations chosen by an
 // Injector and keeping a durable image of every file: the bytes as of its
 // last successful sync, and the directory entries as of the last successful
-// SyncDir. Crash builds the file system a power loss would leave.
+// SyncDir. A file that already existed in the wrapped FS counts as durable
+// as it was when first opened, so a crash image can be wrapped again and
+// crashed a second time. Crash builds the file system a power loss would
+// leave.
 type Faulty struct {
 	inner FS
 
@@ -76,6 +79,22 @@ func (f *Faulty) OpenFile(name string, flag int, perm os.FileMode) (File, error)
 	if err := f.check(OpOpen, name); err != nil {
 		return nil, err
 	}
+	f.mu.Lock()
+	_, known := f.live[name]
+	f.mu.Unlock()
+	// A file that was in inner before this wrapper first saw it (an image
+	// being recovered) is durable as it is: its bytes and its entry.
+	var pre []byte
+	preexisting := false
+	if !known {
+		if _, isDir, err := f.inner.Stat(name); err == nil && !isDir {
+			if r, err := f.inner.OpenFile(name, os.O_RDONLY, 0); err == nil {
+				pre, err = readAll(r)
+				preexisting = err == nil
+				r.Close()
+			}
+		}
+	}
 	h, err := f.inner.OpenFile(name, flag, perm)
 	if err != nil {
 		return nil, err
@@ -84,6 +103,10 @@ func (f *Faulty) OpenFile(name string, flag int, perm os.FileMode) (File, error)
 	n, ok := f.live[name]
 	if !ok {
 		n = &node{h: h}
+		if preexisting {
+			n.durable = pre
+			f.synced[name] = n
+		}
 		f.live[name] = n
 	}
 	f.mu.Unlock()
@@ -205,7 +228,7 @@ func (f *Faulty) Crash(rng *rand.Rand, p float64) *MemFS {
 	}
 	for name, n := range names {
 		data := append([]byte(nil), n.durable...)
-		if live, err := readAll(n.h); err == nil {
+		if live, err := liveBytes(n.h); err == nil {
 			if len(live) > len(data) && rng.Float64() < p {
 				data = append(data, make([]byte, len(live)-len(data))...)
 			}
@@ -221,6 +244,15 @@ func (f *Faulty) Crash(rng *rand.Rand, p float64) *MemFS {
 		h.WriteAt(data, 0)
 	}
 	return out
+}
+
+// liveBytes reads a file's current contents, racing with writers through
+// mappings when the file system allows it (see memHandle.snapshot).
+func liveBytes(h File) ([]byte, error) {
+	if s, ok := h.(interface{ snapshot() []byte }); ok {
+		return s.snapshot(), nil
+	}
+	return readAll(h)
 }
 
 func readAll(h File) ([]byte, error) {
@@ -278,7 +310,7 @@ func (h *faultyFile) Sync() error {
 	if err := h.File.Sync(); err != nil {
 		return err
 	}
-	live, err := readAll(h.File)
+	live, err := liveBytes(h.File)
 	if err != nil {
 		return err
 	}

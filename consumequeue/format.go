@@ -1,0 +1,158 @@
+package consumequeue
+
+import (
+	"encoding/binary"
+	"fmt"
+	"hash/crc32"
+	"math"
+	"strconv"
+)
+
+// Format constants. They are frozen: changing one is a new FormatVersion.
+const (
+	// EntrySize is the size of one entry in bytes.
+	EntrySize = 20
+	// DefaultEntriesPerFile is the default number of entries per data file
+	// (RocketMQ's 300,000, i.e. 6,000,000-byte files).
+	DefaultEntriesPerFile = 300_000
+	// MaxEntriesPerFile bounds EntriesPerFile (1,000,000,000-byte files).
+	MaxEntriesPerFile = 50_000_000
+	// FormatVersion is the version written to, and required of, the meta
+	// file.
+	FormatVersion = 1
+
+	metaName  = "meta"
+	metaMagic = "MQCQ"
+	metaSize  = 16
+	nameLen   = 20 // zero-padded decimal file names
+
+	// maxLogical keeps logical*EntrySize inside int64.
+	maxLogical = math.MaxInt64/EntrySize - 1
+)
+
+var (
+	le         = binary.LittleEndian
+	castagnoli = crc32.MakeTable(crc32.Castagnoli)
+)
+
+// Entry is one consume queue entry: where a message's record lives in the
+// CommitLog, and an opaque code for filtering.
+type Entry struct {
+	// Offset is the record's CommitLog (physical) offset, >= 0.
+	Offset int64
+	// Size is the record's total size in bytes, in [1, MaxInt32-1].
+	Size int32
+	// TagsCode is opaque to this package: mqlite stores a hash of the
+	// message tags, or the delivery time in seconds for delay queues.
+	TagsCode uint32
+}
+
+// End returns Offset+Size, the CommitLog offset just past the record.
+func (e Entry) End() int64 { return e.Offset + int64(e.Size) }
+
+// filler occupies the slots before the first entry of a queue whose first
+// logical offset is not zero (RocketMQ's convention: offset 0, size MaxInt32).
+// It has a valid CRC; Append refuses it as a real entry.
+var filler = Entry{Offset: 0, Size: math.MaxInt32, TagsCode: 0}
+
+// fillerBytes is the encoded filler.
+var fillerBytes = func() (b [EntrySize]byte) {
+	putEntry(b[:], filler)
+	return b
+}()
+
+func isFiller(e Entry) bool { return e == filler }
+
+// putEntry encodes e into b[:EntrySize].
+func putEntry(b []byte, e Entry) {
+	_ = b[EntrySize-1]
+	le.PutUint64(b[0:8], uint64(e.Offset))
+	le.PutUint32(b[8:12], uint32(e.Size))
+	le.PutUint32(b[12:16], e.TagsCode)
+	le.PutUint32(b[16:20], crc32.Checksum(b[:16], castagnoli))
+}
+
+// decodeEntry decodes b[:EntrySize] and reports whether it is a valid entry:
+// the CRC matches, Size > 0, Offset >= 0 and Offset+Size does not overflow.
+// An all-zero entry is never valid.
+func decodeEntry(b []byte) (Entry, bool) {
+	_ = b[EntrySize-1]
+	e := Entry{Offset: int64(le.Uint64(b[0:8])), Size: int32(le.Uint32(b[8:12])), TagsCode: le.Uint32(b[12:16])}
+	if le.Uint32(b[16:20]) != crc32.Checksum(b[:16], castagnoli) {
+		return e, false
+	}
+	if e.Size <= 0 || e.Offset < 0 || e.Offset > math.MaxInt64-int64(e.Size) {
+		return e, false
+	}
+	return e, true
+}
+
+// checkEntry validates an entry given to Append.
+func checkEntry(e Entry) error {
+	switch {
+	case e.Offset < 0:
+		return fmt.Errorf("negative offset %d: %w", e.Offset, ErrInvalidArgument)
+	case e.Size <= 0 || e.Size == math.MaxInt32:
+		return fmt.Errorf("size %d outside [1, %d]: %w", e.Size, math.MaxInt32-1, ErrInvalidArgument)
+	case e.Offset > math.MaxInt64-int64(e.Size):
+		return fmt.Errorf("offset %d + size %d overflows: %w", e.Offset, e.Size, ErrInvalidArgument)
+	}
+	return nil
+}
+
+// fileName names the data file starting at logical byte offset off.
+func fileName(off int64) string { return fmt.Sprintf("%020d", off) }
+
+// parseFileName reports the logical byte offset a data file name encodes.
+func parseFileName(name string) (int64, bool) {
+	if len(name) != nameLen {
+		return 0, false
+	}
+	for i := 0; i < len(name); i++ {
+		if name[i] < '0' || name[i] > '9' {
+			return 0, false
+		}
+	}
+	off, err := strconv.ParseInt(name, 10, 64)
+	return off, err == nil
+}
+
+// encodeMeta returns the meta file for a queue with perFile entries per file:
+//
+//	[0:4)   magic "MQCQ"
+//	[4:8)   uint32 format version
+//	[8:12)  uint32 entries per file
+//	[12:16) uint32 CRC32-C of [0:12)
+func encodeMeta(perFile int) []byte {
+	b := make([]byte, metaSize)
+	copy(b, metaMagic)
+	le.PutUint32(b[4:8], FormatVersion)
+	le.PutUint32(b[8:12], uint32(perFile))
+	le.PutUint32(b[12:16], crc32.Checksum(b[:12], castagnoli))
+	return b
+}
+
+// checkMeta validates a meta file against the options. A damaged file is a
+// *CorruptError; another version or entries-per-file is ErrIncompatible.
+func checkMeta(path string, b []byte, perFile int) error {
+	if len(b) < 8 || string(b[:4]) != metaMagic {
+		return fmt.Errorf("mqlite/consumequeue: %w", errCorrupt(path, 0, "bad meta magic or length %d", len(b)))
+	}
+	if v := le.Uint32(b[4:8]); v != FormatVersion {
+		return fmt.Errorf("mqlite/consumequeue: %s: format version %d, want %d: %w", path, v, FormatVersion, ErrIncompatible)
+	}
+	if len(b) != metaSize {
+		return fmt.Errorf("mqlite/consumequeue: %w", errCorrupt(path, 0, "meta length %d, want %d", len(b), metaSize))
+	}
+	if got, want := le.Uint32(b[12:16]), crc32.Checksum(b[:12], castagnoli); got != want {
+		return fmt.Errorf("mqlite/consumequeue: %w", errCorrupt(path, 12, "meta CRC %08x, want %08x", got, want))
+	}
+	if n := le.Uint32(b[8:12]); int64(n) != int64(perFile) {
+		return fmt.Errorf("mqlite/consumequeue: %s: written with %d entries per file, options say %d: %w", path, n, perFile, ErrIncompatible)
+	}
+	return nil
+}
+
+func errCorrupt(path string, off int64, format string, args ...any) error {
+	return &CorruptError{Path: path, Offset: off, Reason: fmt.Sprintf(format, args...)}
+}

@@ -1,0 +1,58 @@
+package consumequeue
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/mqlite/mqlite/internal/vfs"
+)
+
+// Options configure a Queue (Open) or a Store (OpenStore). The zero value of
+// every field but Dir means its default. Options are copied on open.
+type Options struct {
+	// FS is the file system; nil means vfs.OS.
+	FS vfs.FS
+	// Dir is the queue directory (Open) or the root holding
+	// {topic}/{queueId} directories (OpenStore). Required.
+	Dir string
+	// EntriesPerFile is the number of 20-byte entries per data file;
+	// 0 means DefaultEntriesPerFile. It is frozen per queue: a directory
+	// written with another value is refused with ErrIncompatible.
+	EntriesPerFile int
+	// Logger receives recovery warnings; nil discards.
+	Logger *slog.Logger
+}
+
+// String prints the options (after defaults, if they were applied).
+func (o Options) String() string {
+	fs := "vfs.OS"
+	if o.FS != nil && o.FS != vfs.OS {
+		fs = fmt.Sprintf("%T", o.FS)
+	}
+	return fmt.Sprintf("consumequeue.Options{FS: %s, Dir: %q, EntriesPerFile: %d}", fs, o.Dir, o.EntriesPerFile)
+}
+
+// withDefaults returns a copy with defaults applied, or every problem found.
+func (o Options) withDefaults() (Options, error) {
+	var problems []error
+	bad := func(format string, args ...any) {
+		problems = append(problems, fmt.Errorf("mqlite/consumequeue: options: "+format+": %w", append(args, ErrInvalidArgument)...))
+	}
+	if o.FS == nil {
+		o.FS = vfs.OS
+	}
+	if o.Dir == "" {
+		bad("Dir is empty")
+	}
+	switch {
+	case o.EntriesPerFile == 0:
+		o.EntriesPerFile = DefaultEntriesPerFile
+	case o.EntriesPerFile < 0 || o.EntriesPerFile > MaxEntriesPerFile:
+		bad("EntriesPerFile %d outside [1, %d]", o.EntriesPerFile, MaxEntriesPerFile)
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return o, errors.Join(problems...)
+}

@@ -1,0 +1,487 @@
+package consumequeue
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"github.com/mqlite/mqlite/internal/vfs"
+)
+
+// Queue is the consume queue of one (topic, queue id): a dense array of
+// entries indexed by logical offset. One goroutine at a time may write
+// (Append); any number may read (Get, Read, MinOffset, MaxOffset, MaxPhysEnd)
+// concurrently with it, without locks. Maintenance calls (Flush,
+// TruncateAfterPhys, DeleteBelowPhys, Close) may come from other goroutines.
+//
+// Lock order: maint, then mu. Readers take neither.
+type Queue struct {
+	fs       vfs.FS
+	dir      string
+	perFile  int64 // entries per file
+	fileSize int   // perFile * EntrySize
+	log      *slog.Logger
+
+	// Published state, read without locks. Writers store entry bytes, then
+	// the snapshot, then min, then max. Readers pin the snapshot first, then
+	// load max and min: an entry below max is fully written, and a slot
+	// missing from an older snapshot makes them retry.
+	snap    atomic.Pointer[snapshot]
+	min     atomic.Int64  // first readable logical offset
+	max     atomic.Int64  // next logical offset to write
+	physEnd atomic.Int64  // End() of the last entry, 0 if none
+	gen     atomic.Uint64 // odd while published bytes are rewritten
+	closed  atomic.Bool
+
+	maint   sync.Mutex   // serialises Flush, TruncateAfterPhys, DeleteBelowPhys, Close
+	syncBuf []dirtyRange // guarded by maint
+
+	mu struct {
+		sync.Mutex
+		fenced   error       // first failed sync; writes refused after it
+		old      []*snapshot // superseded snapshots that may still have readers
+		retired  []*segment  // dropped from the snapshot, mapped until no pinned snapshot holds them
+		dirDirty bool        // files created or removed since the last SyncDir
+	}
+}
+
+// segment is one mapped data file.
+type segment struct {
+	start int64 // logical offset of its first slot
+	path  string
+	f     vfs.File
+	m     vfs.Mapping
+	b     []byte // the mapping, len == fileSize
+
+	dirtyLo, dirtyHi int // unsynced byte range; guarded by Queue.mu
+}
+
+type dirtyRange struct {
+	seg    *segment
+	lo, hi int
+}
+
+func (s *segment) markDirty(lo, hi int) {
+	if s.dirtyHi == 0 {
+		s.dirtyLo, s.dirtyHi = lo, hi
+		return
+	}
+	s.dirtyLo, s.dirtyHi = min(s.dirtyLo, lo), max(s.dirtyHi, hi)
+}
+
+// Open opens the queue in opts.Dir, creating the directory and its meta file
+// if missing, and recovers it (see the package documentation). Damaged data
+// files are repaired by dropping everything from the first invalid entry on;
+// a damaged meta file, or data files without one, is a *CorruptError, and a
+// meta file of another version or EntriesPerFile is ErrIncompatible.
+func Open(opts Options) (*Queue, error) {
+	o, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	q := &Queue{
+		fs:       o.FS,
+		dir:      o.Dir,
+		perFile:  int64(o.EntriesPerFile),
+		fileSize: o.EntriesPerFile * EntrySize,
+		log:      o.Logger.With("queue", o.Dir),
+	}
+	q.snap.Store(&snapshot{})
+	if err := q.fs.MkdirAll(q.dir, 0o755); err != nil {
+		return nil, fmt.Errorf("mqlite/consumequeue: open %s: %w", q.dir, err)
+	}
+	if err := q.loadMeta(o.EntriesPerFile); err != nil {
+		return nil, err
+	}
+	if err := q.recover(); err != nil {
+		q.releaseAll()
+		return nil, err
+	}
+	return q, nil
+}
+
+// Dir returns the queue's directory.
+func (q *Queue) Dir() string { return q.dir }
+
+// MinOffset returns the first logical offset that can be read.
+func (q *Queue) MinOffset() int64 { return q.min.Load() }
+
+// MaxOffset returns the next logical offset to be written (exclusive end);
+// entries [MinOffset, MaxOffset) can be read. MaxOffset-MinOffset is the
+// number of readable entries.
+func (q *Queue) MaxOffset() int64 { return q.max.Load() }
+
+// MaxPhysEnd returns Offset+Size of the last entry (0 if the queue's files
+// hold none, e.g. new or truncated to its start): how far the CommitLog has
+// been dispatched into this queue. It survives retention and reopening.
+func (q *Queue) MaxPhysEnd() int64 { return q.physEnd.Load() }
+
+// Append stores e at logical offset logical. It is for the queue's single
+// writer (the dispatcher):
+//   - logical == MaxOffset(): appends.
+//   - logical < MaxOffset(): a re-dispatched duplicate; nil if it equals the
+//     stored entry, ErrConflict if it differs. Slots that cannot be checked
+//     (removed by retention, fillers, damaged below MinOffset) are ignored.
+//   - logical > MaxOffset(): allowed only when the queue is empty
+//     (MinOffset() == MaxOffset(), e.g. new, or emptied by retention): the
+//     queue restarts in the file holding logical, the slots before it are
+//     filled with filler entries, every other file is removed, and
+//     MinOffset becomes logical. Otherwise ErrConflict.
+//
+// A new entry must not point backwards: e.Offset >= MaxPhysEnd(). The entry
+// is visible to readers when Append returns; it is durable after Flush.
+func (q *Queue) Append(logical int64, e Entry) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.closed.Load() {
+		return fmt.Errorf("mqlite/consumequeue: append to %s: %w", q.dir, ErrClosed)
+	}
+	if q.mu.fenced != nil {
+		return fmt.Errorf("mqlite/consumequeue: append to %s: %w (after: %v)", q.dir, ErrFenced, q.mu.fenced)
+	}
+	if err := checkEntry(e); err != nil {
+		return fmt.Errorf("mqlite/consumequeue: append to %s at %d: %w", q.dir, logical, err)
+	}
+	if logical < 0 || logical > maxLogical {
+		return fmt.Errorf("mqlite/consumequeue: append to %s: logical offset %d out of range: %w", q.dir, logical, ErrInvalidArgument)
+	}
+	end := q.max.Load()
+	switch {
+	case logical == end:
+		return q.appendLocked(logical, e)
+	case logical < end:
+		return q.duplicateLocked(logical, e)
+	case q.min.Load() != end:
+		return fmt.Errorf("mqlite/consumequeue: append to %s at %d: past the end %d of a non-empty queue: %w", q.dir, logical, end, ErrConflict)
+	default:
+		return q.holeLocked(logical, e)
+	}
+}
+
+// appendLocked writes e at logical == max.
+func (q *Queue) appendLocked(logical int64, e Entry) error {
+	if e.Offset < q.physEnd.Load() {
+		return q.backwards(logical, e)
+	}
+	segs := q.snap.Load().segs
+	var seg *segment
+	if n := len(segs); n > 0 && logical < segs[n-1].start+q.perFile {
+		seg = segs[n-1]
+	} else {
+		var err error
+		if seg, err = q.createLocked(logical); err != nil {
+			return err
+		}
+	}
+	off := int(logical-seg.start) * EntrySize
+	putEntry(seg.b[off:off+EntrySize], e)
+	seg.markDirty(off, off+EntrySize)
+	q.physEnd.Store(e.End())
+	q.max.Store(logical + 1)
+	return nil
+}
+
+// holeLocked writes e at logical > max into an empty queue (min == max): the
+// queue restarts in the file holding logical, whose earlier slots become
+// fillers; every other file is removed (they hold no live entry). Fillers
+// thus only ever sit at the start of the first file.
+func (q *Queue) holeLocked(logical int64, e Entry) error {
+	if e.Offset < q.physEnd.Load() {
+		return q.backwards(logical, e)
+	}
+	segs := q.snap.Load().segs
+	n := len(segs)
+	var seg *segment
+	rewrite := n > 0 && logical < segs[n-1].start+q.perFile
+	if rewrite {
+		seg = segs[n-1]
+		if err := q.dropLocked(segs[:n-1], segs[n-1:]); err != nil {
+			return err
+		}
+	} else {
+		if err := q.dropLocked(segs, nil); err != nil {
+			return err
+		}
+		var err error
+		if seg, err = q.createLocked(logical - logical%q.perFile); err != nil {
+			return err
+		}
+	}
+	off := int(logical-seg.start) * EntrySize
+	if rewrite {
+		q.gen.Add(1) // a reader from before the queue emptied may still read here
+	}
+	for p := 0; p < off; p += EntrySize {
+		copy(seg.b[p:p+EntrySize], fillerBytes[:])
+	}
+	putEntry(seg.b[off:off+EntrySize], e)
+	if rewrite {
+		q.gen.Add(1)
+	}
+	seg.markDirty(0, off+EntrySize)
+	q.physEnd.Store(e.End())
+	q.min.Store(logical)
+	q.max.Store(logical + 1)
+	return nil
+}
+
+func (q *Queue) backwards(logical int64, e Entry) error {
+	return fmt.Errorf("mqlite/consumequeue: append to %s at %d: offset %d points before the last entry's end %d: %w",
+		q.dir, logical, e.Offset, q.physEnd.Load(), ErrConflict)
+}
+
+// duplicateLocked handles a re-dispatch of logical < max: it is compared
+// with the stored entry if there is one; a slot retention removed, a filler,
+// or a damaged slot below MinOffset cannot be checked and is ignored.
+func (q *Queue) duplicateLocked(logical int64, e Entry) error {
+	segs := q.snap.Load().segs
+	b := q.slot(segs, logical)
+	if b == nil {
+		return nil
+	}
+	stored, ok := decodeEntry(b)
+	switch {
+	case ok && isFiller(stored), !ok && logical < q.min.Load():
+		return nil
+	case !ok:
+		return fmt.Errorf("mqlite/consumequeue: append: %w", q.corruptAt(segs, logical))
+	case stored == e:
+		return nil
+	}
+	return fmt.Errorf("mqlite/consumequeue: append to %s at %d: %+v differs from stored %+v: %w", q.dir, logical, e, stored, ErrConflict)
+}
+
+// createLocked creates, preallocates and maps the data file starting at
+// logical offset start, and publishes it in the snapshot.
+func (q *Queue) createLocked(start int64) (*segment, error) {
+	path := filepath.Join(q.dir, fileName(start*EntrySize))
+	f, err := q.fs.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("mqlite/consumequeue: create %s: %w", path, err)
+	}
+	fail := func(err error) (*segment, error) {
+		f.Close()
+		q.fs.Remove(path)
+		return nil, fmt.Errorf("mqlite/consumequeue: create %s: %w", path, err)
+	}
+	if err := f.Allocate(int64(q.fileSize)); err != nil {
+		return fail(err)
+	}
+	m, err := f.Map(q.fileSize)
+	if err != nil {
+		return fail(err)
+	}
+	seg := &segment{start: start, path: path, f: f, m: m, b: m.Bytes()}
+	if len(seg.b) != q.fileSize {
+		m.Unmap()
+		return fail(fmt.Errorf("mapping has %d bytes, want %d", len(seg.b), q.fileSize))
+	}
+	old := q.snap.Load().segs
+	segs := make([]*segment, len(old), len(old)+1)
+	copy(segs, old)
+	q.publishLocked(append(segs, seg))
+	q.mu.dirDirty = true
+	return seg, nil
+}
+
+// dropLocked removes the files of dropped (they hold no live entry) and
+// publishes keep as the snapshot. The removal is made durable first, so that
+// a crash cannot bring the old files back in front of a restarted queue.
+func (q *Queue) dropLocked(dropped, keep []*segment) error {
+	if len(dropped) == 0 {
+		return nil
+	}
+	for _, s := range dropped {
+		if err := q.fs.Remove(s.path); err != nil && !errors.Is(err, vfs.ErrNotExist) {
+			return fmt.Errorf("mqlite/consumequeue: remove %s: %w", s.path, err)
+		}
+	}
+	if err := q.fs.SyncDir(q.dir); err != nil {
+		q.mu.fenced = err
+		return fmt.Errorf("mqlite/consumequeue: sync %s: %w: %w", q.dir, ErrFenced, err)
+	}
+	q.retireLocked(dropped, append([]*segment(nil), keep...))
+	return nil
+}
+
+// publishLocked makes segs the snapshot new readers pin.
+func (q *Queue) publishLocked(segs []*segment) {
+	q.mu.old = append(q.mu.old, q.snap.Swap(&snapshot{segs: segs}))
+	q.releaseRetiredLocked()
+}
+
+// retireLocked publishes next as the snapshot and keeps the dropped segments
+// mapped until no pinned snapshot holds them. Their files must already be
+// removed.
+func (q *Queue) retireLocked(dropped, next []*segment) {
+	q.mu.retired = append(q.mu.retired, dropped...)
+	q.mu.dirDirty = true
+	q.publishLocked(next)
+}
+
+// releaseRetiredLocked forgets superseded snapshots that have drained, and
+// unmaps retired segments that no remaining one holds. A drained snapshot
+// stays drained: readers never pin a snapshot that is no longer current.
+func (q *Queue) releaseRetiredLocked() {
+	live := q.mu.old[:0]
+	for _, s := range q.mu.old {
+		if s.readers.Load() != 0 {
+			live = append(live, s)
+		}
+	}
+	clear(q.mu.old[len(live):])
+	q.mu.old = live
+	kept := q.mu.retired[:0]
+	for _, seg := range q.mu.retired {
+		if q.pinnedLocked(seg) {
+			kept = append(kept, seg)
+			continue
+		}
+		if err := seg.release(); err != nil {
+			q.log.Warn("consumequeue: release retired file", "file", seg.path, "err", err)
+		}
+	}
+	clear(q.mu.retired[len(kept):])
+	q.mu.retired = kept
+}
+
+func (q *Queue) pinnedLocked(seg *segment) bool {
+	for _, s := range q.mu.old {
+		if slices.Contains(s.segs, seg) {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *segment) release() error {
+	var err error
+	if s.m != nil {
+		err = s.m.Unmap()
+		s.m, s.b = nil, nil
+	}
+	if s.f != nil {
+		err = errors.Join(err, s.f.Close())
+		s.f = nil
+	}
+	return err
+}
+
+// Flush makes every entry appended so far durable: it syncs the dirty range
+// of each mapped file, then the directory if files were created or removed.
+// A failed sync fences the queue: later writes return ErrFenced.
+func (q *Queue) Flush() error {
+	q.maint.Lock()
+	defer q.maint.Unlock()
+	if q.closed.Load() {
+		return fmt.Errorf("mqlite/consumequeue: flush %s: %w", q.dir, ErrClosed)
+	}
+	return q.flushMaint()
+}
+
+// flushMaint syncs without holding mu across the syncs, so Append is not
+// blocked by them. It pins the snapshot it syncs, like a reader, so that no
+// segment is unmapped meanwhile (a hole fill may retire segments without
+// maint). The caller holds maint.
+func (q *Queue) flushMaint() error {
+	q.mu.Lock()
+	if err := q.mu.fenced; err != nil {
+		q.mu.Unlock()
+		return fmt.Errorf("mqlite/consumequeue: flush %s: %w (after: %v)", q.dir, ErrFenced, err)
+	}
+	snap := q.snap.Load() // current under mu, so pinning cannot race a publish
+	snap.readers.Add(1)
+	defer snap.readers.Add(-1)
+	ranges := q.syncBuf[:0]
+	for _, s := range snap.segs {
+		if s.dirtyHi > 0 {
+			ranges = append(ranges, dirtyRange{s, s.dirtyLo, s.dirtyHi})
+			s.dirtyLo, s.dirtyHi = 0, 0
+		}
+	}
+	dirDirty := q.mu.dirDirty
+	q.mu.dirDirty = false
+	q.releaseRetiredLocked()
+	q.mu.Unlock()
+
+	var err error
+	for _, r := range ranges {
+		if serr := r.seg.m.Sync(r.lo, r.hi-r.lo); serr != nil {
+			err = fmt.Errorf("mqlite/consumequeue: sync %s: %w", r.seg.path, serr)
+			break
+		}
+	}
+	if err == nil && dirDirty {
+		if serr := q.fs.SyncDir(q.dir); serr != nil {
+			err = fmt.Errorf("mqlite/consumequeue: sync %s: %w", q.dir, serr)
+		}
+	}
+	clear(ranges)
+	q.syncBuf = ranges[:0]
+	if err != nil {
+		q.mu.Lock()
+		q.mu.fenced = err
+		q.mu.Unlock()
+		return fmt.Errorf("%w: %w", ErrFenced, err)
+	}
+	return nil
+}
+
+// Close flushes (unless fenced), waits for in-flight readers, and unmaps and
+// closes every file, including files DeleteBelowPhys dropped. It is
+// idempotent; afterwards every other call returns ErrClosed.
+func (q *Queue) Close() error {
+	q.maint.Lock()
+	defer q.maint.Unlock()
+	q.mu.Lock()
+	if q.closed.Load() {
+		q.mu.Unlock()
+		return nil
+	}
+	q.closed.Store(true)
+	fenced := q.mu.fenced
+	q.mu.Unlock()
+	var err error
+	if fenced == nil {
+		err = q.flushMaint()
+	}
+	// Wait for readers: new ones see closed and leave without touching
+	// the mappings.
+	for !q.drained() {
+		runtime.Gosched()
+	}
+	return errors.Join(err, q.releaseAll())
+}
+
+// drained reports whether no reader pins any snapshot.
+func (q *Queue) drained() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.releaseRetiredLocked()
+	return len(q.mu.old) == 0 && q.snap.Load().readers.Load() == 0
+}
+
+// releaseAll unmaps and closes every segment. No reader may be active.
+func (q *Queue) releaseAll() error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	var err error
+	for _, s := range q.snap.Load().segs {
+		err = errors.Join(err, s.release())
+	}
+	for _, s := range q.mu.retired {
+		err = errors.Join(err, s.release())
+	}
+	q.snap.Store(&snapshot{})
+	q.mu.retired, q.mu.old = nil, nil
+	if err != nil {
+		return fmt.Errorf("mqlite/consumequeue: close %s: %w", q.dir, err)
+	}
+	return nil
+}

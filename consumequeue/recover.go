@@ -1,0 +1,285 @@
+package consumequeue
+
+import (
+	"bytes"
+	"cmp"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+
+	"github.com/mqlite/mqlite/internal/vfs"
+)
+
+// scanFiles is how many of the newest data files Open scans entry by entry
+// (RocketMQ starts from the third-to-last file); older files are trusted and
+// checked by CRC when read.
+const scanFiles = 3
+
+// dataFile is a data file found in the queue directory.
+type dataFile struct {
+	start int64 // logical offset of its first slot
+	path  string
+	size  int64
+}
+
+// loadMeta checks the meta file, or writes it for a new queue.
+func (q *Queue) loadMeta(perFile int) error {
+	path := filepath.Join(q.dir, metaName)
+	size, _, err := q.fs.Stat(path)
+	if errors.Is(err, vfs.ErrNotExist) {
+		files, err := q.listFiles()
+		if err != nil {
+			return err
+		}
+		if len(files) > 0 {
+			return fmt.Errorf("mqlite/consumequeue: %w", errCorrupt(path, 0, "meta file missing next to %d data files", len(files)))
+		}
+		if err := vfs.WriteFileAtomic(q.fs, q.dir, metaName, encodeMeta(perFile)); err != nil {
+			return fmt.Errorf("mqlite/consumequeue: write %s: %w", path, err)
+		}
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("mqlite/consumequeue: stat %s: %w", path, err)
+	}
+	if size > 4096 {
+		return fmt.Errorf("mqlite/consumequeue: %w", errCorrupt(path, 0, "meta file of %d bytes", size))
+	}
+	b, err := vfs.ReadFile(q.fs, path)
+	if err != nil {
+		return fmt.Errorf("mqlite/consumequeue: read %s: %w", path, err)
+	}
+	return checkMeta(path, b, perFile)
+}
+
+// listFiles returns the data files in ascending order. Unknown names are
+// ignored (and logged); a data file name that is not a multiple of the file
+// size is a *CorruptError.
+func (q *Queue) listFiles() ([]dataFile, error) {
+	names, err := q.fs.ReadDir(q.dir)
+	if err != nil {
+		return nil, fmt.Errorf("mqlite/consumequeue: list %s: %w", q.dir, err)
+	}
+	var files []dataFile
+	for _, name := range names {
+		if name == metaName || name == metaName+".tmp" {
+			continue
+		}
+		path := filepath.Join(q.dir, name)
+		off, ok := parseFileName(name)
+		if !ok {
+			q.log.Warn("consumequeue: ignoring unknown file", "file", path)
+			continue
+		}
+		size, isDir, err := q.fs.Stat(path)
+		if err != nil {
+			return nil, fmt.Errorf("mqlite/consumequeue: stat %s: %w", path, err)
+		}
+		if isDir {
+			q.log.Warn("consumequeue: ignoring directory", "file", path)
+			continue
+		}
+		if off%int64(q.fileSize) != 0 {
+			return nil, fmt.Errorf("mqlite/consumequeue: %w", errCorrupt(path, 0, "file name is not a multiple of the file size %d", q.fileSize))
+		}
+		files = append(files, dataFile{start: off / EntrySize, path: path, size: size})
+	}
+	slices.SortFunc(files, func(a, b dataFile) int { return cmp.Compare(a.start, b.start) })
+	return files, nil
+}
+
+// recover loads the data files and sets min, max and physEnd; see "Recovery"
+// in the package documentation.
+func (q *Queue) recover() error {
+	files, err := q.listFiles()
+	if err != nil || len(files) == 0 {
+		return err
+	}
+	keep := len(files)
+	for i := 1; i < len(files); i++ {
+		if files[i].start != files[i-1].start+q.perFile {
+			q.log.Warn("consumequeue: gap before data file; dropping it and the files after it", "file", files[i].path)
+			keep = i
+			break
+		}
+	}
+	scanFrom := max(0, keep-scanFiles)
+	for i := range scanFrom {
+		if files[i].size != int64(q.fileSize) {
+			scanFrom = i
+			break
+		}
+	}
+
+	segs := make([]*segment, 0, keep)
+	fail := func(err error) error {
+		for _, s := range segs {
+			s.release()
+		}
+		return err
+	}
+	for i := range scanFrom {
+		s, err := q.openSegment(files[i])
+		if err != nil {
+			return fail(err)
+		}
+		segs = append(segs, s)
+	}
+	var prevEnd int64 // End() of the last real entry seen
+	realSeen := scanFrom > 0
+	if scanFrom > 0 {
+		if e, ok := decodeEntry(segs[scanFrom-1].b[q.fileSize-EntrySize:]); ok && !isFiller(e) {
+			prevEnd = e.End()
+		}
+	}
+	stop, stopSlot := -1, int64(0)
+	for i := scanFrom; i < keep; i++ {
+		s, err := q.openSegment(files[i])
+		if err != nil {
+			return fail(err)
+		}
+		segs = append(segs, s)
+		if n := q.scan(s, i == 0, &realSeen, &prevEnd); n < q.perFile {
+			stop, stopSlot = i, n
+			break
+		}
+	}
+
+	// Nothing after the first invalid entry is trusted.
+	drop := files[keep:]
+	if stop >= 0 {
+		drop = files[stop+1:]
+		if err := q.zeroTail(segs[stop], stopSlot); err != nil {
+			return fail(err)
+		}
+		if stopSlot == 0 && stop > 0 {
+			// Only the first file may be empty; the one before is full.
+			drop = files[stop:]
+			segs[stop].release()
+			segs = segs[:stop]
+			stop = -1
+		}
+	}
+	for _, f := range drop {
+		q.log.Warn("consumequeue: removing data file after the recovered end", "file", f.path)
+		if err := q.fs.Remove(f.path); err != nil {
+			return fail(fmt.Errorf("mqlite/consumequeue: remove %s: %w", f.path, err))
+		}
+	}
+	if len(drop) > 0 {
+		if err := q.fs.SyncDir(q.dir); err != nil {
+			return fail(fmt.Errorf("mqlite/consumequeue: sync %s: %w", q.dir, err))
+		}
+	}
+
+	last := segs[len(segs)-1]
+	end := last.start + q.perFile
+	if stop >= 0 {
+		end = last.start + stopSlot
+	}
+	begin := segs[0].start
+	for begin < end {
+		if e, ok := decodeEntry(q.slot(segs, begin)); !ok || !isFiller(e) {
+			break
+		}
+		begin++
+	}
+	if end > segs[0].start {
+		if e, ok := decodeEntry(q.slot(segs, end-1)); ok && !isFiller(e) {
+			q.physEnd.Store(e.End())
+		}
+	}
+	q.snap.Store(&snapshot{segs: segs})
+	q.min.Store(begin)
+	q.max.Store(end)
+	return nil
+}
+
+// openSegment opens and maps a data file, first bringing a file of the
+// wrong size (torn, zero-length, or grown) to the file size: the missing
+// bytes read as zero, that is as invalid entries.
+func (q *Queue) openSegment(df dataFile) (*segment, error) {
+	f, err := q.fs.OpenFile(df.path, os.O_RDWR, 0)
+	if err != nil {
+		return nil, fmt.Errorf("mqlite/consumequeue: open %s: %w", df.path, err)
+	}
+	fail := func(err error) (*segment, error) {
+		f.Close()
+		return nil, fmt.Errorf("mqlite/consumequeue: open %s: %w", df.path, err)
+	}
+	size, err := f.Size()
+	if err != nil {
+		return fail(err)
+	}
+	switch want := int64(q.fileSize); {
+	case size < want:
+		q.log.Warn("consumequeue: short data file, extending with zeros", "file", df.path, "size", size, "want", want)
+		err = f.Allocate(want)
+	case size > want:
+		q.log.Warn("consumequeue: long data file, truncating", "file", df.path, "size", size, "want", want)
+		err = f.Truncate(want)
+	}
+	if err != nil {
+		return fail(err)
+	}
+	m, err := f.Map(q.fileSize)
+	if err != nil {
+		return fail(err)
+	}
+	if b := m.Bytes(); len(b) != q.fileSize {
+		m.Unmap()
+		return fail(fmt.Errorf("mapping has %d bytes, want %d", len(b), q.fileSize))
+	}
+	return &segment{start: df.start, path: df.path, f: f, m: m, b: m.Bytes()}, nil
+}
+
+// scan returns the number of valid entries at the start of s. An entry is
+// valid if its CRC matches, its size is positive, and it does not point
+// before the previous entry's end; fillers are valid only at the start of
+// the queue's first file.
+func (q *Queue) scan(s *segment, first bool, realSeen *bool, prevEnd *int64) int64 {
+	for k := range q.perFile {
+		off := k * EntrySize
+		e, ok := decodeEntry(s.b[off : off+EntrySize])
+		switch {
+		case !ok:
+			return k
+		case isFiller(e):
+			if !first || *realSeen {
+				return k
+			}
+		case e.Offset < *prevEnd:
+			return k
+		default:
+			*prevEnd = e.End()
+			*realSeen = true
+		}
+	}
+	return q.perFile
+}
+
+// zeroTail clears s from slot on, so that stale entries can never be taken
+// for new ones, and syncs the cleared bytes.
+func (q *Queue) zeroTail(s *segment, slot int64) error {
+	lo := int(slot) * EntrySize
+	tail := s.b[lo:]
+	hi := lo + len(bytes.TrimRight(tail, "\x00"))
+	if hi == lo {
+		return nil // clean end
+	}
+	valid := 0
+	for off := lo + EntrySize; off+EntrySize <= q.fileSize; off += EntrySize {
+		if _, ok := decodeEntry(s.b[off : off+EntrySize]); ok {
+			valid++
+		}
+	}
+	q.log.Warn("consumequeue: invalid entry; dropping it and everything after it (re-dispatch rebuilds them)",
+		"file", s.path, "offset", lo, "valid_entries_after", valid)
+	clear(s.b[lo:hi])
+	if err := s.m.Sync(lo, hi-lo); err != nil {
+		return fmt.Errorf("mqlite/consumequeue: sync %s: %w", s.path, err)
+	}
+	return nil
+}

@@ -1,0 +1,166 @@
+package consumequeue
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/mqlite/mqlite/internal/vfs"
+)
+
+// TruncateAfterPhys drops every entry whose End() is past end, for recovery
+// after the CommitLog was truncated to end: MaxOffset moves back to just
+// after the last entry that still fits (MinOffset too, if it was beyond),
+// the dropped bytes are zeroed and synced, and files left without entries
+// are removed. Logical offsets are kept: the dispatcher re-appends from the
+// new MaxOffset.
+//
+// It is meant to run before consumers start. Concurrent readers are safe:
+// they wait while published bytes are rewritten.
+func (q *Queue) TruncateAfterPhys(end int64) error {
+	q.maint.Lock()
+	defer q.maint.Unlock()
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if err := q.writableLocked("truncate"); err != nil {
+		return err
+	}
+	if end < 0 {
+		return fmt.Errorf("mqlite/consumequeue: truncate %s after %d: %w", q.dir, end, ErrInvalidArgument)
+	}
+	segs := q.snap.Load().segs
+	oldMax := q.max.Load()
+	if len(segs) == 0 {
+		return nil
+	}
+	first := segs[0].start
+	newMax := oldMax
+	for newMax > first {
+		e, ok := decodeEntry(q.slot(segs, newMax-1))
+		if ok && (isFiller(e) || e.End() <= end) {
+			break
+		}
+		newMax--
+	}
+	if newMax == oldMax {
+		return nil
+	}
+	k := int((newMax - first) / q.perFile) // < len(segs): newMax < oldMax
+	s := segs[k]
+	lo := int(newMax-s.start) * EntrySize
+	hi := int(min(oldMax, s.start+q.perFile)-s.start) * EntrySize
+	var physEnd int64
+	if newMax > first {
+		if e, ok := decodeEntry(q.slot(segs, newMax-1)); ok && !isFiller(e) {
+			physEnd = e.End()
+		}
+	}
+
+	q.gen.Add(1) // odd: readers wait
+	q.max.Store(newMax)
+	if q.min.Load() > newMax {
+		q.min.Store(newMax)
+	}
+	q.physEnd.Store(physEnd)
+	clear(s.b[lo:hi])
+	q.gen.Add(1)
+
+	if err := s.m.Sync(lo, hi-lo); err != nil {
+		q.mu.fenced = err
+		return fmt.Errorf("mqlite/consumequeue: truncate: sync %s: %w: %w", s.path, ErrFenced, err)
+	}
+	// The zeroed, synced tail of s ends recovery there even if a removal
+	// below does not survive a crash. A file left empty goes too, unless it
+	// is the first: only the first file may be empty, so the last entry
+	// (MaxPhysEnd) survives retention and reopening.
+	if lo == 0 && k > 0 {
+		k--
+	}
+	dropped := segs[k+1:]
+	if len(dropped) == 0 {
+		return nil
+	}
+	for _, d := range dropped {
+		if err := q.fs.Remove(d.path); err != nil && !errors.Is(err, vfs.ErrNotExist) {
+			return fmt.Errorf("mqlite/consumequeue: truncate: remove %s: %w", d.path, err)
+		}
+	}
+	q.retireLocked(dropped, append([]*segment(nil), segs[:k+1]...))
+	return nil
+}
+
+// DeleteBelowPhys applies CommitLog retention: it removes the oldest data
+// files all of whose entries point below minPhys (Offset < minPhys), never
+// the last file, and moves MinOffset to the first entry with
+// Offset >= minPhys (or to MaxOffset if there is none). It returns the
+// number of files removed.
+//
+// MinOffset is not persisted: Open derives it from the first file, so call
+// DeleteBelowPhys again after Open to re-apply retention inside that file.
+//
+// Removed files stay mapped until every reader that may hold them is done
+// (checked here, on each new file, by Flush and by Close), so readers never
+// touch unmapped memory; a reader racing with the removal may get
+// ErrNotFound.
+func (q *Queue) DeleteBelowPhys(minPhys int64) (int, error) {
+	q.maint.Lock()
+	defer q.maint.Unlock()
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if err := q.writableLocked("delete"); err != nil {
+		return 0, err
+	}
+	segs := q.snap.Load().segs
+	if len(segs) == 0 {
+		return 0, nil
+	}
+	del := 0
+	for del < len(segs)-1 {
+		e, ok := decodeEntry(segs[del].b[q.fileSize-EntrySize:])
+		if !ok || (!isFiller(e) && e.Offset >= minPhys) {
+			break
+		}
+		del++
+	}
+
+	// Advance min before dropping files, so a reader that sees the new
+	// snapshot also sees the new min.
+	cur, end := q.min.Load(), q.max.Load()
+	lo, hi := max(cur, segs[del].start), end
+	for lo < hi { // first real entry with Offset >= minPhys
+		mid := lo + (hi-lo)/2
+		if e, ok := decodeEntry(q.slot(segs, mid)); ok && !isFiller(e) && e.Offset >= minPhys {
+			hi = mid
+		} else {
+			lo = mid + 1
+		}
+	}
+	if lo > cur {
+		q.min.Store(lo)
+	}
+	if del == 0 {
+		return 0, nil
+	}
+	var err error
+	n := 0
+	for ; n < del; n++ {
+		if rerr := q.fs.Remove(segs[n].path); rerr != nil && !errors.Is(rerr, vfs.ErrNotExist) {
+			err = fmt.Errorf("mqlite/consumequeue: delete: remove %s: %w", segs[n].path, rerr)
+			break
+		}
+	}
+	if n > 0 {
+		q.retireLocked(segs[:n:n], append([]*segment(nil), segs[n:]...))
+	}
+	return n, err
+}
+
+// writableLocked reports why the queue refuses maintenance writes, if it does.
+func (q *Queue) writableLocked(op string) error {
+	if q.closed.Load() {
+		return fmt.Errorf("mqlite/consumequeue: %s %s: %w", op, q.dir, ErrClosed)
+	}
+	if q.mu.fenced != nil {
+		return fmt.Errorf("mqlite/consumequeue: %s %s: %w (after: %v)", op, q.dir, ErrFenced, q.mu.fenced)
+	}
+	return nil
+}

@@ -1,0 +1,220 @@
+package mqlite
+
+import (
+	"context"
+	"fmt"
+	"iter"
+	"slices"
+	"time"
+
+	"github.com/mqlite/mqlite/commitlog"
+	"github.com/mqlite/mqlite/consumequeue"
+	"github.com/mqlite/mqlite/internal/errs"
+	"github.com/mqlite/mqlite/message"
+)
+
+// MaxKeyResults caps MessagesByKey, as RocketMQ's maxMsgsNumBatch does.
+const MaxKeyResults = 64
+
+func (s *Store) cqueue(topic string, queue int) (*consumequeue.Queue, error) {
+	if s.closed.Load() {
+		return nil, errs.ErrClosed
+	}
+	if err := message.ValidateTopic(topic, message.MaxSysTopicLen); err != nil {
+		return nil, err
+	}
+	if queue < 0 || queue >= MaxQueues {
+		return nil, fmt.Errorf("mqlite: queue id %d outside [0, %d): %w", queue, MaxQueues, errs.ErrInvalidArgument)
+	}
+	q, err := s.disp.cq.Queue(topic, queue, true)
+	if err != nil {
+		return nil, err
+	}
+	return q, nil
+}
+
+// MinOffset is the first logical offset still stored in the queue.
+func (s *Store) MinOffset(topic string, queue int) (int64, error) {
+	q, err := s.cqueue(topic, queue)
+	if err != nil {
+		return 0, err
+	}
+	return q.MinOffset(), nil
+}
+
+// MaxOffset is the next logical offset of the queue (one past the last
+// message visible to readers).
+func (s *Store) MaxOffset(topic string, queue int) (int64, error) {
+	q, err := s.cqueue(topic, queue)
+	if err != nil {
+		return 0, err
+	}
+	return q.MaxOffset(), nil
+}
+
+// readEntry reads the message an entry points at and checks that it is
+// the record the entry claims (topic, queue, offset), so a damaged index
+// can never deliver another message.
+func (s *Store) readEntry(topic string, queue int, logical int64, e consumequeue.Entry) (*MessageExt, error) {
+	m, err := s.ReadAt(e.Offset)
+	if err != nil {
+		return nil, err
+	}
+	if m.Topic != topic || int(m.QueueID) != queue || m.QueueOffset != logical || int(m.StoreSize) != int(e.Size) {
+		return nil, errs.Corrupt("consumequeue/"+topic, logical, "entry points at %s/%d@%d, not this queue", m.Topic, m.QueueID, m.QueueOffset)
+	}
+	return m, nil
+}
+
+// ReadQueue returns up to max messages of the queue from logical offset
+// from. When none is there yet it blocks until one arrives (the dispatcher
+// wakes it at once, no polling), ctx ends, or the store closes.
+func (s *Store) ReadQueue(ctx context.Context, topic string, queue int, from int64, max int) ([]*MessageExt, error) {
+	if max <= 0 {
+		return nil, fmt.Errorf("mqlite: max %d: %w", max, errs.ErrInvalidArgument)
+	}
+	q, err := s.cqueue(topic, queue)
+	if err != nil {
+		return nil, err
+	}
+	for {
+		if from < q.MinOffset() {
+			return nil, fmt.Errorf("mqlite: offset %d below the queue's minimum %d: %w", from, q.MinOffset(), errs.ErrNotFound)
+		}
+		if q.MaxOffset() > from {
+			break
+		}
+		ch, err := s.disp.waitCh(q, from)
+		if err != nil {
+			return nil, err
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	entries := make([]consumequeue.Entry, min(max, int(q.MaxOffset()-from)))
+	n, err := q.Read(from, entries)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*MessageExt, 0, n)
+	for i, e := range entries[:n] {
+		m, err := s.readEntry(topic, queue, from+int64(i), e)
+		if err != nil {
+			return out, err
+		}
+		out = append(out, m)
+	}
+	return out, nil
+}
+
+// Messages iterates over the queue's messages from logical offset from up
+// to the current end, without blocking. It stops after yielding an error.
+func (s *Store) Messages(topic string, queue int, from int64) iter.Seq2[*MessageExt, error] {
+	return func(yield func(*MessageExt, error) bool) {
+		q, err := s.cqueue(topic, queue)
+		if err != nil {
+			yield(nil, err)
+			return
+		}
+		from = max(from, q.MinOffset())
+		var buf [64]consumequeue.Entry
+		for from < q.MaxOffset() {
+			n, err := q.Read(from, buf[:])
+			if err != nil {
+				yield(nil, err)
+				return
+			}
+			for i, e := range buf[:n] {
+				m, err := s.readEntry(topic, queue, from+int64(i), e)
+				if !yield(m, err) || err != nil {
+					return
+				}
+			}
+			from += int64(n)
+		}
+	}
+}
+
+// storeMsOf reads the store time of the message an entry points at.
+func (s *Store) storeMsOf(e consumequeue.Entry) (int64, error) {
+	var ms int64
+	err := s.log.Read(e.Offset, func(r commitlog.Record) error {
+		if err := checkPayload(r); err != nil {
+			return err
+		}
+		ms = viewOf(r).StoreMs()
+		return nil
+	})
+	return ms, err
+}
+
+// OffsetForTime returns the logical offset of the first message in the
+// queue stored at or after t (binary search over store times); MaxOffset
+// if every message is older.
+func (s *Store) OffsetForTime(topic string, queue int, t time.Time) (int64, error) {
+	q, err := s.cqueue(topic, queue)
+	if err != nil {
+		return 0, err
+	}
+	target := t.UnixMilli()
+	lo, hi := q.MinOffset(), q.MaxOffset()
+	for lo < hi {
+		mid := lo + (hi-lo)/2
+		e, err := q.Get(mid)
+		if err != nil {
+			return 0, err
+		}
+		ms, err := s.storeMsOf(e)
+		if err != nil {
+			return 0, err
+		}
+		if ms < target {
+			lo = mid + 1
+		} else {
+			hi = mid
+		}
+	}
+	return lo, nil
+}
+
+// MessagesByKey returns messages of topic whose key (or unique key) is key
+// and whose store time lies in [from, to], newest first, at most max
+// (capped at MaxKeyResults). Hash collisions are resolved by checking each
+// candidate message.
+func (s *Store) MessagesByKey(topic, key string, from, to time.Time, max int) ([]*MessageExt, error) {
+	if s.closed.Load() {
+		return nil, errs.ErrClosed
+	}
+	if err := message.ValidateTopic(topic, message.MaxSysTopicLen); err != nil {
+		return nil, err
+	}
+	if key == "" || max <= 0 || to.Before(from) {
+		return nil, fmt.Errorf("mqlite: key %q, max %d, range [%s, %s]: %w", key, max, from, to, errs.ErrInvalidArgument)
+	}
+	max = min(max, MaxKeyResults)
+	offs, err := s.disp.idx.Query(topic+"#"+key, from.UnixMilli(), to.UnixMilli(), 4*max)
+	if err != nil {
+		return nil, err
+	}
+	var out []*MessageExt
+	for _, off := range offs {
+		if off >= s.disp.dispatched() {
+			continue // not yet visible to readers
+		}
+		m, err := s.ReadAt(off)
+		if err != nil {
+			return nil, err
+		}
+		ms := m.StoreTimestamp.UnixMilli()
+		if m.Topic != topic || ms < from.UnixMilli() || ms > to.UnixMilli() || (m.UniqKey != key && !slices.Contains(m.Keys, key)) {
+			continue // a hash collision
+		}
+		if out = append(out, m); len(out) == max {
+			break
+		}
+	}
+	return out, nil
+}

@@ -27,9 +27,9 @@ const (
 // Options.ReadUncommitted), so nothing that could vanish on power loss is
 // ever delivered.
 type dispatcher struct {
-	s    *Store
-	cq   *consumequeue.Store
-	idx  *indexfile.Index
+	s           *Store
+	cq          *consumequeue.Store
+	idx         *indexfile.Index
 	next        int64 // next CommitLog offset to dispatch; owned by the loop
 	lastStoreMs int64 // newest store time seen; owned by the loop
 

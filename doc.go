@@ -20,13 +20,29 @@
 // dirty-page threshold. A background allocator creates, preallocates and
 // pre-touches the next segment before it is needed.
 //
+// A dispatcher goroutine tails the CommitLog and, for every record, appends
+// a 20-byte entry to the record's ConsumeQueue (package consumequeue, one per
+// topic and queue) and its keys and unique key to the IndexFile (package
+// indexfile), then wakes readers blocked in ReadQueue. With FlushSync it
+// dispatches only flushed records, so a reader never sees a message that a
+// power loss could take back (Options.ReadUncommitted relaxes this). Readers
+// go ConsumeQueue -> CommitLog, and check that the record is the one the
+// entry claims.
+//
 // # Directory layout
 //
 //	dir/
 //	  lock          held (flock) while a Store has the directory
 //	  abort         present while open; found at Open => the last run crashed
-//	  checkpoint    how far the CommitLog is known durable (atomic replace)
+//	  checkpoint    how far the CommitLog is durable and the indexes built (atomic replace)
 //	  commitlog/    segments named by 20-digit start offset
+//	  consumequeue/{topic}/{queue}/  entry files named by logical byte offset, plus meta
+//	  index/        IndexFiles named by their first CommitLog offset
+//
+// At Open, entries past the recovered CommitLog end are dropped, and what
+// the indexes miss (from the checkpoint's dispatched offset, or from the
+// start when the checkpoint is missing or an index folder was deleted or
+// damaged) is re-dispatched; re-dispatch is idempotent.
 //
 // # Promises
 //
@@ -44,7 +60,8 @@
 //
 // # Where to look
 //
-// commitlog (segments, frame format, recovery), flush (group commit and
+// commitlog (segments, frame format, recovery), consumequeue and indexfile
+// (derived indexes, usable alone), flush (group commit and
 // periodic flush), message (message model, payload layout, IDs), clock
 // (injectable time), internal/vfs (the file seam, with the in-memory and
 // fault-injecting implementations used by tests).

@@ -231,7 +231,7 @@ func (l *Log) AppendBatch(as []Appender) (first, end int64, err error) {
 	if err := l.Fenced(); err != nil {
 		return 0, 0, err
 	}
-	defer guardFaults()()
+	defer debug.SetPanicOnFault(guardFaults())
 	defer l.catchFault(&err)
 	cur := l.mu.cur
 	w := l.wrote.Load()
@@ -314,11 +314,10 @@ func (l *Log) catchFault(err *error) {
 }
 
 // guardFaults makes memory faults in this goroutine panic (recoverably)
-// instead of crashing the process; call as defer guardFaults()().
-func guardFaults() func() {
-	old := debug.SetPanicOnFault(true)
-	return func() { debug.SetPanicOnFault(old) }
-}
+// instead of crashing the process and returns the previous setting; call
+// as defer debug.SetPanicOnFault(guardFaults()), which (unlike a returned
+// closure) does not allocate.
+func guardFaults() bool { return debug.SetPanicOnFault(true) }
 
 // Flush makes everything appended so far durable and returns the flushed
 // position. After a failure the log is fenced: the flushed position does

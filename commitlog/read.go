@@ -2,6 +2,7 @@ package commitlog
 
 import (
 	"fmt"
+	"runtime/debug"
 	"sort"
 
 	"github.com/mqlite/mqlite/internal/errs"
@@ -42,7 +43,7 @@ func (l *Log) Read(off int64, fn func(Record) error) (err error) {
 		}
 		return fmt.Errorf("mqlite/commitlog: offset %d: %w", off, errs.ErrNotFound)
 	}
-	defer guardFaults()()
+	defer debug.SetPanicOnFault(guardFaults())
 	defer l.catchFault(&err)
 	pos := off - s.start
 	n, k, reason := l.check(s, pos, true)
@@ -76,7 +77,7 @@ func (l *Log) Scan(from, to int64, verifyCRC bool, fn func(Record) error) (next 
 	l.life.RLock()
 	defer l.life.RUnlock()
 	to = min(to, l.wrote.Load())
-	defer guardFaults()()
+	defer debug.SetPanicOnFault(guardFaults())
 	defer l.catchFault(&err)
 	next = from
 	for next < to {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"path/filepath"
+	"runtime/debug"
 	"sort"
 	"strconv"
 	"strings"
@@ -152,7 +153,7 @@ func (l *Log) recover() error {
 	i, pos := si, int64(0)
 	var k kind
 	var reason string
-	defer guardFaults()()
+	defer debug.SetPanicOnFault(guardFaults())
 	for {
 		var n int64
 		n, k, reason = l.check(segs[i], pos, true)

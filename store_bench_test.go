@@ -1,0 +1,70 @@
+package mqlite
+
+// Put benchmarks on real files:
+//
+//	go test -run '^$' -bench BenchmarkPut -benchtime 2s .
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"testing"
+)
+
+// benchPutSplit runs b.N Puts over g goroutines, each with its own
+// message.
+func benchPutSplit(b *testing.B, s *Store, g, size int) {
+	ctx := context.Background()
+	body := make([]byte, size)
+	for i := range body {
+		body[i] = byte(i)
+	}
+	put := func(m *Message, q, n int) {
+		for range n {
+			if _, err := s.Put(ctx, m, q); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	}
+	var wg sync.WaitGroup
+	for i := range g {
+		n := b.N / g
+		if i < b.N%g {
+			n++
+		}
+		m := &Message{Topic: "bench", Body: body}
+		wg.Go(func() { put(m, i%4, n) })
+	}
+	wg.Wait()
+}
+
+func benchPut(b *testing.B, mode FlushMode, size, g int) {
+	dir := filepath.Join(b.TempDir(), "store")
+	s, err := Open(dir, &Options{Flush: mode, SegmentSize: 256 << 20})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	b.ReportAllocs()
+	b.ResetTimer()
+	benchPutSplit(b, s, g, size)
+	b.StopTimer()
+	msgs := float64(b.N) / b.Elapsed().Seconds()
+	b.ReportMetric(msgs, "msgs/s")
+	b.ReportMetric(msgs*float64(size)/1e6, "MB/s")
+}
+
+// BenchmarkPut: FlushAsync over the size ladder with 1 and 16 senders, and
+// FlushSync (group commit) with 1 and 16 senders.
+func BenchmarkPut(b *testing.B) {
+	for _, size := range []int{128, 1 << 10, 4 << 10} {
+		for _, g := range []int{1, 16} {
+			b.Run(fmt.Sprintf("async/%dB/g%d", size, g), func(b *testing.B) { benchPut(b, FlushAsync, size, g) })
+		}
+	}
+	for _, g := range []int{1, 16} {
+		b.Run(fmt.Sprintf("sync/128B/g%d", g), func(b *testing.B) { benchPut(b, FlushSync, 128, g) })
+	}
+}

@@ -67,13 +67,19 @@ func expectedContents(msgs []sent) map[string][]int64 {
 	return out
 }
 
-// waitDispatched waits until the dispatcher has caught up with the log.
-func waitDispatched(t *testing.T, s *Store) {
+// waitDispatched blocks (in ReadQueue, which the dispatcher wakes) until
+// the last message of every queue is visible, so all are dispatched.
+func waitDispatched(t *testing.T, s *Store, msgs []sent) {
 	t.Helper()
-	end := s.log.WrotePosition()
-	for s.disp.dispatched() < end {
-		s.disp.notify()
-		time.Sleep(time.Millisecond) // polls progress; the dispatcher is woken by notify, not by this sleep
+	last := map[string]sent{}
+	for _, m := range msgs {
+		last[fmt.Sprintf("%s/%d", m.topic, m.queue)] = m
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, m := range last {
+		_, err := s.ReadQueue(ctx, m.topic, m.queue, m.qoff, 1)
+		require.NoError(t, err)
 	}
 }
 
@@ -84,7 +90,7 @@ func TestQueuesPointAtTheRightRecords(t *testing.T) {
 			s := openMode(t, md, fs, dir)
 			defer s.Close()
 			msgs := sendMix(t, s, 600, nil)
-			waitDispatched(t, s)
+			waitDispatched(t, s, msgs)
 			require.Equal(t, expectedContents(msgs), queueContents(t, s, msgs))
 			for _, m := range msgs[:50] {
 				got, err := s.ReadQueue(context.Background(), m.topic, m.queue, m.qoff, 1)
@@ -105,7 +111,7 @@ func TestLookupByKeyIDAndTime(t *testing.T) {
 	defer s.Close()
 	start := clk.Now()
 	msgs := sendMix(t, s, 510, clk)
-	waitDispatched(t, s)
+	waitDispatched(t, s, msgs)
 
 	// A key shared by many messages, with tiny slot counts forcing collisions.
 	want := map[int64]bool{}

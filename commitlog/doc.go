@@ -39,9 +39,10 @@
 //     ErrCorrupt naming the file) and exactly SegmentSize long, except a
 //     short last segment, which is an interrupted allocation and is extended.
 //  2. Validate records from Options.RecoverFrom (rounded down to its
-//     segment; by default the third-to-last segment) forward: size within
-//     bounds and the segment, magic, CRC, stored offset equal to position.
-//     A blank marker moves to the next segment.
+//     segment; by default the third-to-last segment, or after an unclean
+//     shutdown the segment holding Options.Trusted when that is earlier)
+//     forward: size within bounds and the segment, magic, CRC, stored
+//     offset equal to position. A blank marker moves to the next segment.
 //  3. The first position X that is not a valid record (zeros, garbage or a
 //     torn record) ends the log, unless it is proven to be damage rather
 //     than a torn tail: a valid record later in the log whose SYNCED field

@@ -54,7 +54,9 @@ type Options struct {
 	Logger        *slog.Logger
 
 	// RecoverFrom is where Open starts validating records; it is rounded
-	// down to its segment. Negative means the third-to-last segment.
+	// down to its segment. Negative means the third-to-last segment, or
+	// after an unclean shutdown the segment holding Trusted if that is
+	// earlier (everything past Trusted may have lost pages).
 	RecoverFrom int64
 	// Trusted is an offset known to have been durably flushed (the
 	// checkpoint's); damage below it with valid data after is corruption.

@@ -147,6 +147,12 @@ func (l *Log) recover() error {
 	if l.opts.RecoverFrom >= 0 {
 		si = sort.Search(len(segs), func(i int) bool { return segs[i].start+l.opts.SegmentSize > l.opts.RecoverFrom })
 		si = min(si, len(segs)-1)
+	} else if !l.opts.CleanShutdown {
+		// After a crash nothing past Trusted is known to be durable: a
+		// page of an older, never-synced segment may be lost while later
+		// ones survived, so validation starts no later than Trusted.
+		t := sort.Search(len(segs), func(i int) bool { return segs[i].start+l.opts.SegmentSize > l.opts.Trusted })
+		si = min(si, t, len(segs)-1)
 	}
 	l.report.Start = segs[si].start
 

@@ -99,10 +99,12 @@
 // its bytes; readers load MaxOffset before reading, so they never see a
 // partial entry. The mapped files form a copy-on-write snapshot behind an
 // atomic pointer; a reader pins the current snapshot (a per-snapshot
-// counter), takes no lock and never blocks the writer. The rare in-place
-// rewrites of published slots (TruncateAfterPhys, a hole fill in an emptied
-// queue) bump a generation counter, and readers retry across them. Readers
-// verify each entry's CRC and report damage as a *CorruptError.
+// counter), takes no lock and never blocks the writer; a reader whose
+// snapshot was superseded while it read retries. The one in-place rewrite
+// of published slots (TruncateAfterPhys, used in recovery) bumps a
+// generation counter, and readers retry across it; a hole fill in an
+// emptied queue starts a fresh file instead. Readers verify each entry's
+// CRC and report damage as a *CorruptError.
 //
 // # Caveats
 //

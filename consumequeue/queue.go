@@ -188,42 +188,28 @@ func (q *Queue) appendLocked(logical int64, e Entry) error {
 }
 
 // holeLocked writes e at logical > max into an empty queue (min == max): the
-// queue restarts in the file holding logical, whose earlier slots become
-// fillers; every other file is removed (they hold no live entry). Fillers
-// thus only ever sit at the start of the first file.
+// queue restarts in a fresh file holding logical, whose earlier slots become
+// fillers; every old file is removed (they hold no live entry). Fillers thus
+// only ever sit at the start of the first file. Published bytes are never
+// rewritten: a reader from before the queue emptied keeps the old mapping.
 func (q *Queue) holeLocked(logical int64, e Entry) error {
 	if e.Offset < q.physEnd.Load() {
 		return q.backwards(logical, e)
 	}
-	segs := q.snap.Load().segs
-	n := len(segs)
-	var seg *segment
-	rewrite := n > 0 && logical < segs[n-1].start+q.perFile
-	if rewrite {
-		seg = segs[n-1]
-		if err := q.dropLocked(segs[:n-1], segs[n-1:]); err != nil {
-			return err
-		}
-	} else {
-		if err := q.dropLocked(segs, nil); err != nil {
-			return err
-		}
-		var err error
-		if seg, err = q.createLocked(logical - logical%q.perFile); err != nil {
-			return err
-		}
+	q.gen.Add(1) // odd: readers wait, and retry if they read before
+	defer q.gen.Add(1)
+	if err := q.dropLocked(q.snap.Load().segs, nil); err != nil {
+		return err
+	}
+	seg, err := q.createLocked(logical - logical%q.perFile)
+	if err != nil {
+		return err
 	}
 	off := int(logical-seg.start) * EntrySize
-	if rewrite {
-		q.gen.Add(1) // a reader from before the queue emptied may still read here
-	}
 	for p := 0; p < off; p += EntrySize {
 		copy(seg.b[p:p+EntrySize], fillerBytes[:])
 	}
 	putEntry(seg.b[off:off+EntrySize], e)
-	if rewrite {
-		q.gen.Add(1)
-	}
 	seg.markDirty(0, off+EntrySize)
 	q.physEnd.Store(e.End())
 	q.min.Store(logical)

@@ -36,8 +36,8 @@ func (q *Queue) pin() *snapshot {
 	}
 }
 
-// stableGen waits out a rewrite of published bytes (TruncateAfterPhys, a
-// hole fill in an emptied queue).
+// stableGen waits out a rewrite of published bytes (TruncateAfterPhys) or
+// the restart of an emptied queue.
 func (q *Queue) stableGen() uint64 {
 	for {
 		if g := q.gen.Load(); g&1 == 0 {
@@ -92,8 +92,8 @@ func (q *Queue) get(s *snapshot, logical int64) (Entry, error) {
 	if b != nil {
 		e, ok = decodeEntry(b) // a copy: nothing returned aliases the mapping
 	}
-	if q.gen.Load() != g || (b == nil && q.snap.Load() != s) {
-		return Entry{}, errRetry // rewritten, or a file was added meanwhile
+	if q.gen.Load() != g || q.snap.Load() != s {
+		return Entry{}, errRetry // rewritten, or files were added or replaced meanwhile
 	}
 	if !ok || isFiller(e) {
 		return Entry{}, fmt.Errorf("mqlite/consumequeue: get: %w", q.corruptAt(s.segs, logical))
@@ -131,11 +131,11 @@ func (q *Queue) read(s *snapshot, from int64, dst []Entry) (int, error) {
 		return 0, fmt.Errorf("mqlite/consumequeue: read %d from %s: outside [%d, %d]: %w", from, q.dir, begin, end, ErrNotFound)
 	}
 	n := int(min(int64(len(dst)), end-from))
-	bad, missing := -1, false
+	bad := -1
 	for i := 0; i < n; i++ {
 		b := q.slot(s.segs, from+int64(i))
 		if b == nil {
-			bad, missing = i, true
+			bad = i
 			break
 		}
 		e, ok := decodeEntry(b)
@@ -145,8 +145,8 @@ func (q *Queue) read(s *snapshot, from int64, dst []Entry) (int, error) {
 		}
 		dst[i] = e
 	}
-	if q.gen.Load() != g || (missing && q.snap.Load() != s) {
-		return 0, errRetry // rewritten, or a file was added meanwhile
+	if q.gen.Load() != g || q.snap.Load() != s {
+		return 0, errRetry // rewritten, or files were added or replaced meanwhile
 	}
 	if bad >= 0 {
 		return bad, fmt.Errorf("mqlite/consumequeue: read: %w", q.corruptAt(s.segs, from+int64(bad)))

@@ -32,6 +32,14 @@ var (
 	ErrInvalidArgument = errs.ErrInvalidArgument
 	// ErrLocked: another Store (in this or another process) has the directory.
 	ErrLocked = errs.ErrLocked
+	// ErrTopicNotFound: the topic does not exist (and auto-create is off).
+	ErrTopicNotFound = errs.ErrTopicNotFound
+	// ErrTopicExists: CreateTopic of a topic that already exists.
+	ErrTopicExists = errs.ErrTopicExists
+	// ErrFlowControl: the store or a handle refused a call under pressure.
+	ErrFlowControl = errs.ErrFlowControl
+	// ErrGroupNotFound: no such consumer group.
+	ErrGroupNotFound = errs.ErrGroupNotFound
 
 	ErrInvalidTopic    = message.ErrInvalidTopic
 	ErrEmptyBody       = message.ErrEmptyBody

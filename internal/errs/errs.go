@@ -28,6 +28,15 @@ var (
 	ErrInvalidArgument = errors.New("mqlite: invalid argument")
 	// ErrLocked: the directory is held by another Store.
 	ErrLocked = errors.New("mqlite: directory locked by another store")
+	// ErrTopicNotFound: the topic does not exist (and auto-create is off).
+	ErrTopicNotFound = errors.New("mqlite: topic not found")
+	// ErrTopicExists: CreateTopic of a topic that already exists.
+	ErrTopicExists = errors.New("mqlite: topic exists")
+	// ErrFlowControl: the store or a handle is under pressure and refused
+	// the call instead of queueing without bound; retry later.
+	ErrFlowControl = errors.New("mqlite: flow control")
+	// ErrGroupNotFound: no such consumer group.
+	ErrGroupNotFound = errors.New("mqlite: consumer group not found")
 )
 
 // CorruptError locates damaged data. It matches ErrCorrupt.

@@ -48,11 +48,19 @@ type dispatcher struct {
 	}
 }
 
-// waiter is a reader blocked until a queue has an entry at offset.
+// waiter is a reader blocked until a queue has an entry at offset, or
+// (q == nil) until everything below CommitLog offset offset is dispatched.
 type waiter struct {
 	q      *consumequeue.Queue
 	offset int64
 	ch     chan struct{}
+}
+
+func (w *waiter) ready(dispatched int64) bool {
+	if w.q == nil {
+		return dispatched >= w.offset
+	}
+	return w.q.MaxOffset() > w.offset
 }
 
 func newDispatcher(s *Store, cq *consumequeue.Store, idx *indexfile.Index, from int64) *dispatcher {
@@ -104,7 +112,7 @@ func (d *dispatcher) catchUp(to int64) error {
 	d.mu.dispatched = next
 	kept := d.mu.waiters[:0]
 	for _, w := range d.mu.waiters {
-		if w.q.MaxOffset() > w.offset {
+		if w.ready(next) {
 			close(w.ch)
 		} else {
 			kept = append(kept, w)
@@ -215,19 +223,21 @@ func (d *dispatcher) indexKeys(v message.View, off int64) error {
 }
 
 // wait blocks until q has an entry at offset, ctx ends or the store closes.
+// waitCh returns a channel closed once q has an entry at offset, or, for
+// a nil q, once the CommitLog below offset is dispatched.
 func (d *dispatcher) waitCh(q *consumequeue.Queue, offset int64) (<-chan struct{}, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.mu.err != nil {
 		return nil, d.mu.err
 	}
-	ch := make(chan struct{})
-	if q.MaxOffset() > offset {
-		close(ch)
-		return ch, nil
+	w := &waiter{q: q, offset: offset, ch: make(chan struct{})}
+	if w.ready(d.mu.dispatched) {
+		close(w.ch)
+		return w.ch, nil
 	}
-	d.mu.waiters = append(d.mu.waiters, &waiter{q: q, offset: offset, ch: ch})
-	return ch, nil
+	d.mu.waiters = append(d.mu.waiters, w)
+	return w.ch, nil
 }
 
 func (d *dispatcher) dispatched() int64 {

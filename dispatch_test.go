@@ -25,6 +25,11 @@ type sent struct {
 
 func sendMix(t *testing.T, s *Store, n int, clk *clock.Fake) []sent {
 	t.Helper()
+	for _, name := range []string{"orders", "payments", "audit"} {
+		if err := s.CreateTopic(name, TopicConfig{Queues: 5}); err != nil {
+			require.ErrorIs(t, err, ErrTopicExists)
+		}
+	}
 	var out []sent
 	for i := range n {
 		topic := []string{"orders", "payments", "audit"}[i%3]
@@ -220,9 +225,14 @@ func TestBlockedReaderIsWokenBySend(t *testing.T) {
 			fs, dir := md.fs(t)
 			s := openMode(t, md, fs, dir)
 			defer s.Close()
+			_, err := s.ReadQueue(context.Background(), "t", 0, 0, 10)
+			require.ErrorIs(t, err, ErrTopicNotFound, "no such topic yet")
+			require.NoError(t, s.CreateTopic("t", TopicConfig{Queues: 2}))
+			_, err = s.ReadQueue(context.Background(), "t", 2, 0, 10)
+			require.ErrorIs(t, err, ErrInvalidArgument, "queue 2 of a 2-queue topic")
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
 			defer cancel()
-			_, err := s.ReadQueue(ctx, "t", 0, 0, 10)
+			_, err = s.ReadQueue(ctx, "t", 0, 0, 10)
 			require.ErrorIs(t, err, context.DeadlineExceeded, "empty queue blocks until the deadline")
 
 			got := make(chan []*MessageExt, 1)
@@ -243,6 +253,7 @@ func TestBlockedReaderIsWokenBySend(t *testing.T) {
 func TestCloseReleasesBlockedReaders(t *testing.T) {
 	s, err := Open("m", &Options{InMemory: true})
 	require.NoError(t, err)
+	require.NoError(t, s.CreateTopic("t", TopicConfig{Queues: 1}))
 	errc := make(chan error, 1)
 	ready := make(chan struct{})
 	go func() {

@@ -10,6 +10,7 @@ import (
 	"github.com/mqlite/mqlite/commitlog"
 	"github.com/mqlite/mqlite/internal/errs"
 	"github.com/mqlite/mqlite/message"
+	"github.com/mqlite/mqlite/topic"
 )
 
 // FlushMode says when a message counts as stored.
@@ -60,6 +61,12 @@ type Options struct {
 	// flushed messages, so nothing delivered can vanish on power loss.
 	ReadUncommitted bool
 
+	// DisableAutoCreateTopics makes a send to an unknown topic fail with
+	// ErrTopicNotFound. By default (as RocketMQ's broker) the topic is
+	// created on first send with DefaultTopicQueues queues.
+	DisableAutoCreateTopics bool
+	DefaultTopicQueues      int // queues of an auto-created topic; default 4
+
 	ConsumeQueueEntries int // entries per ConsumeQueue file; default 300,000
 	IndexSlots          int // hash slots per IndexFile; default 1<<20 (1<<14 in memory)
 	IndexEntries        int // entries per IndexFile; default 4,000,000 (1<<16 in memory)
@@ -109,6 +116,12 @@ func (o *Options) withDefaults() (Options, error) {
 	}
 	if c.InMemory && c.ConsumeQueueEntries == 0 {
 		c.ConsumeQueueEntries = 1 << 14
+	}
+	if c.DefaultTopicQueues == 0 {
+		c.DefaultTopicQueues = topic.DefaultQueues
+	}
+	if c.DefaultTopicQueues < 0 || c.DefaultTopicQueues > topic.MaxQueues {
+		problems = append(problems, fmt.Errorf("DefaultTopicQueues %d outside 1..%d", c.DefaultTopicQueues, topic.MaxQueues))
 	}
 	if c.CheckpointInterval == 0 {
 		c.CheckpointInterval = time.Second

@@ -8,34 +8,18 @@ import (
 	"github.com/mqlite/mqlite/commitlog"
 	"github.com/mqlite/mqlite/internal/errs"
 	"github.com/mqlite/mqlite/message"
+	"github.com/mqlite/mqlite/topic"
 )
 
-// MaxQueues bounds a queue id.
-const MaxQueues = 1 << 14
+// MaxQueues bounds the queue count of a topic.
+const MaxQueues = topic.MaxQueues
 
-const uniqLen = 32
+const uniqLen = message.UniqLen
 
-// PutResult describes a stored message.
-type PutResult struct {
-	Offset      int64 // CommitLog offset
-	Size        int   // record size
-	QueueID     int
-	QueueOffset int64
-	StoreTime   time.Time
-	uniq        [uniqLen]byte
-	ownUniq     string
-}
-
-// MsgID returns the message ID (it encodes the CommitLog offset).
-func (r *PutResult) MsgID() string { return message.ID(r.Offset) }
-
-// UniqKey returns the message's unique key (the producer's if it set one).
-func (r *PutResult) UniqKey() string {
-	if r.ownUniq != "" {
-		return r.ownUniq
-	}
-	return string(r.uniq[:])
-}
+// PutResult describes a stored message: where it went (CommitLog offset,
+// size, queue and queue offset, store time), its ID (MsgID) and unique key
+// (UniqKey).
+type PutResult = message.PutResult
 
 // putJob carries one message through the append lock. Jobs are pooled so
 // that the hot path does not allocate.
@@ -78,14 +62,15 @@ func putHex(dst []byte, v uint64) {
 	}
 }
 
-// newJob validates m and prepares a pooled job.
-func (s *Store) newJob(m *Message, queue int) (*putJob, error) {
+// newJob validates m and prepares a pooled job. sys allows the store's
+// own topics (and only those that exist).
+func (s *Store) newJob(m *Message, queue int, sys bool) (*putJob, error) {
 	now := s.opts.Clock.Now()
 	if err := message.Validate(m, s.opts.MaxMessageSize, topicLimit(m), uniqLen, now); err != nil {
 		return nil, err
 	}
-	if queue < 0 || queue >= MaxQueues {
-		return nil, fmt.Errorf("mqlite: queue id %d outside [0, %d): %w", queue, MaxQueues, errs.ErrInvalidArgument)
+	if err := s.checkQueue(m, queue, sys); err != nil {
+		return nil, err
 	}
 	j := s.jobs.Get().(*putJob)
 	j.m, j.queue = m, int32(queue)
@@ -110,12 +95,8 @@ func topicLimit(m *Message) int {
 }
 
 func (s *Store) result(j *putJob, off int64) PutResult {
-	r := PutResult{Offset: off, Size: commitlog.FrameSize + j.size, QueueID: int(j.queue), QueueOffset: j.qoff,
-		StoreTime: time.UnixMilli(j.storeMs), ownUniq: j.m.UniqKey}
-	if j.m.UniqKey == "" {
-		r.uniq = j.uniq
-	}
-	return r
+	return message.NewPutResult(off, commitlog.FrameSize+j.size, int(j.queue), j.qoff, time.UnixMilli(j.storeMs),
+		j.m.UniqKey, &j.uniq)
 }
 
 func (s *Store) releaseJob(j *putJob) {
@@ -124,19 +105,32 @@ func (s *Store) releaseJob(j *putJob) {
 }
 
 // Put stores m in the given queue of its topic and returns where it went.
-// With FlushSync it returns only after a sync covering the message; if that
+// The topic is created on first use unless Options.DisableAutoCreateTopics
+// (then ErrTopicNotFound); the queue must be below its queue count. With
+// FlushSync Put returns only after a sync covering the message; if that
 // takes longer than SyncFlushTimeout it returns the result together with
 // ErrFlushTimeout (the message is stored, durability unconfirmed). A
 // message that fails validation, or a ctx that is already done, stores
-// nothing. m must not be modified until Put returns.
+// nothing. m must not be modified until Put returns. Producers (see
+// NewProducer) add queue selection, async sends and compression.
 func (s *Store) Put(ctx context.Context, m *Message, queue int) (PutResult, error) {
+	res, err := s.append(ctx, m, queue, false)
+	if err != nil {
+		return PutResult{}, err
+	}
+	return res, s.awaitDurable(ctx, res.End())
+}
+
+// append stores m without waiting for durability; sys allows the store's
+// own topics.
+func (s *Store) append(ctx context.Context, m *Message, queue int, sys bool) (PutResult, error) {
 	if s.closed.Load() {
 		return PutResult{}, errs.ErrClosed
 	}
 	if err := ctx.Err(); err != nil {
 		return PutResult{}, err
 	}
-	j, err := s.newJob(m, queue)
+	j, err := s.newJob(m, queue, sys)
 	if err != nil {
 		return PutResult{}, err
 	}
@@ -147,19 +141,29 @@ func (s *Store) Put(ctx context.Context, m *Message, queue int) (PutResult, erro
 	}
 	res := s.result(j, off)
 	s.releaseJob(j)
-	return res, s.awaitDurable(ctx, off+int64(res.Size))
+	return res, nil
 }
 
-// awaitDurable applies the flush mode to data ending at end.
-func (s *Store) awaitDurable(ctx context.Context, end int64) error {
+// kick starts making data ending at end durable and visible, without
+// waiting.
+func (s *Store) kick(end int64) {
 	if s.gc == nil || s.opts.ReadUncommitted {
 		s.disp.notify()
 	}
 	if s.gc != nil {
-		return s.gc.Wait(ctx, end)
+		s.gc.Kick()
+		return
 	}
 	if end-s.log.FlushedPosition() > s.periodic.Threshold() {
 		s.periodic.Notify()
+	}
+}
+
+// awaitDurable applies the flush mode to data ending at end.
+func (s *Store) awaitDurable(ctx context.Context, end int64) error {
+	s.kick(end)
+	if s.gc != nil {
+		return s.gc.Wait(ctx, end)
 	}
 	return nil
 }
@@ -168,6 +172,14 @@ func (s *Store) awaitDurable(ctx context.Context, end int64) error {
 // all of them or none, and with FlushSync they share one sync. If any
 // message is invalid nothing is stored.
 func (s *Store) PutBatch(ctx context.Context, msgs []*Message, queue int) ([]PutResult, error) {
+	res, err := s.appendBatch(ctx, msgs, queue)
+	if err != nil {
+		return nil, err
+	}
+	return res, s.awaitDurable(ctx, res[len(res)-1].End())
+}
+
+func (s *Store) appendBatch(ctx context.Context, msgs []*Message, queue int) ([]PutResult, error) {
 	if s.closed.Load() {
 		return nil, errs.ErrClosed
 	}
@@ -185,14 +197,14 @@ func (s *Store) PutBatch(ctx context.Context, msgs []*Message, queue int) ([]Put
 		}
 	}()
 	for i, m := range msgs {
-		j, err := s.newJob(m, queue)
+		j, err := s.newJob(m, queue, false)
 		if err != nil {
 			return nil, fmt.Errorf("mqlite: batch message %d: %w", i, err)
 		}
 		jobs = append(jobs, j)
 		apps = append(apps, j)
 	}
-	first, end, err := s.log.AppendBatch(apps)
+	first, _, err := s.log.AppendBatch(apps)
 	if err != nil {
 		return nil, err
 	}
@@ -202,5 +214,5 @@ func (s *Store) PutBatch(ctx context.Context, msgs []*Message, queue int) ([]Put
 		res[i] = s.result(j, off)
 		off += int64(res[i].Size)
 	}
-	return res, s.awaitDurable(ctx, end)
+	return res, nil
 }

@@ -23,8 +23,12 @@ func (s *Store) cqueue(topic string, queue int) (*consumequeue.Queue, error) {
 	if err := message.ValidateTopic(topic, message.MaxSysTopicLen); err != nil {
 		return nil, err
 	}
-	if queue < 0 || queue >= MaxQueues {
-		return nil, fmt.Errorf("mqlite: queue id %d outside [0, %d): %w", queue, MaxQueues, errs.ErrInvalidArgument)
+	n := s.topics.Queues(topic)
+	if n == 0 {
+		return nil, fmt.Errorf("mqlite: topic %q: %w", topic, errs.ErrTopicNotFound)
+	}
+	if queue < 0 || queue >= n {
+		return nil, fmt.Errorf("mqlite: queue id %d outside [0, %d) of topic %q: %w", queue, n, topic, errs.ErrInvalidArgument)
 	}
 	q, err := s.disp.cq.Queue(topic, queue, true)
 	if err != nil {
@@ -108,6 +112,31 @@ func (s *Store) ReadQueue(ctx context.Context, topic string, queue int, from int
 		out = append(out, m)
 	}
 	return out, nil
+}
+
+// WaitVisible returns once every message stored before the call is
+// visible to readers (ReadQueue, consumers, key lookups); with FlushSync
+// that includes being durable. For tests and harnesses that need a
+// barrier between writing and reading.
+func (s *Store) WaitVisible(ctx context.Context) error {
+	if s.closed.Load() {
+		return errs.ErrClosed
+	}
+	end := s.log.WrotePosition()
+	if err := s.awaitDurable(ctx, end); err != nil {
+		return err
+	}
+	s.disp.notify()
+	ch, err := s.disp.waitCh(nil, end)
+	if err != nil {
+		return err
+	}
+	select {
+	case <-ch:
+		return s.disp.failure()
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // Messages iterates over the queue's messages from logical offset from up

@@ -38,6 +38,9 @@ func (s *Store) ReadAt(off int64) (*MessageExt, error) {
 		if err := message.Decode(r.Payload, ext); err != nil {
 			return errs.Corrupt("commitlog", r.Offset, "%v", err)
 		}
+		if err := message.Inflate(&ext.Message, s.opts.MaxMessageSize); err != nil {
+			return errs.Corrupt("commitlog", r.Offset, "%v", err)
+		}
 		ext.CommitLogOffset = r.Offset
 		ext.StoreSize = int32(r.Size)
 		ext.MsgID = message.ID(r.Offset)
@@ -60,7 +63,8 @@ func (s *Store) MessageByID(id string) (*MessageExt, error) {
 }
 
 // View calls fn with a zero-copy view of the message at offset off, after
-// verifying its checksum. The view and every slice taken from it are valid
+// verifying its checksum. A body a producer stored compressed is seen
+// compressed (SysFlag has message.SysCompressed). The view and every slice taken from it are valid
 // only until fn returns.
 func (s *Store) View(off int64, fn func(MessageView) error) error {
 	if s.closed.Load() {

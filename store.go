@@ -16,11 +16,13 @@ import (
 	"github.com/mqlite/mqlite/indexfile"
 	"github.com/mqlite/mqlite/internal/errs"
 	"github.com/mqlite/mqlite/internal/vfs"
+	"github.com/mqlite/mqlite/topic"
 )
 
 const (
 	lockName  = "lock"
-	abortName = "abort" // present while a Store has the directory open
+	abortName = "abort"  // present while a Store has the directory open
+	configDir = "config" // topics, groups, offsets, schedule progress
 )
 
 // queueKey names one queue of one topic.
@@ -46,6 +48,12 @@ type Store struct {
 	// inside commitlog's append lock (EncodePayload) and during Open.
 	queues      map[queueKey]int64
 	lastStoreMs int64 // append lock, like queues
+	topics      *topic.Registry
+
+	handles struct { // producers and consumers, closed by Close
+		sync.Mutex
+		set map[handle]struct{}
+	}
 
 	uniqPrefix uint32
 	uniqSeq    atomic.Uint64
@@ -111,6 +119,9 @@ func (s *Store) open() error {
 		return fmt.Errorf("mqlite: lock %s: %w (%w)", s.dir, errs.ErrIO, err)
 	}
 	s.lock = lk
+	if s.topics, err = topic.Open(s.fs, s.path(configDir), s.opts.Clock.Now); err != nil {
+		return err
+	}
 	clean := !vfs.Exists(s.fs, s.path(abortName))
 	cp, cpOK := s.loadCheckpoint()
 	if err := s.markOpen(); err != nil {
@@ -263,10 +274,13 @@ func (s *Store) currentCheckpoint() (checkpoint, error) {
 // call returns ErrClosed.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
-		s.closed.Store(true)
+		s.handles.Lock()
+		s.closed.Store(true) // under the lock: no handle is added after
+		s.handles.Unlock()
+		hErr := s.closeHandles()
 		close(s.cpQuit)
 		<-s.cpDone
-		var errList []error
+		errList := []error{hErr}
 		if s.gc != nil {
 			s.gc.Close()
 		}

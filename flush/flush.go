@@ -145,6 +145,15 @@ func (g *GroupCommit) Wait(ctx context.Context, off int64) error {
 	}
 }
 
+// Kick starts a sync round without waiting for it (a no-op if one is
+// already pending).
+func (g *GroupCommit) Kick() {
+	select {
+	case g.kick <- struct{}{}:
+	default:
+	}
+}
+
 // Close runs a last sync and stops the goroutine. Idempotent.
 func (g *GroupCommit) Close() {
 	select {

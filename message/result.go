@@ -1,0 +1,43 @@
+package message
+
+import "time"
+
+// UniqLen is the length of a unique key the store generates: 32 upper-case
+// hex digits (a per-store prefix, the born time and a sequence number).
+const UniqLen = 32
+
+// PutResult describes a stored message: where it went and its keys. It
+// holds no heap references of its own, so returning it does not allocate.
+type PutResult struct {
+	Offset      int64 // CommitLog offset
+	Size        int   // record size
+	QueueID     int
+	QueueOffset int64
+	StoreTime   time.Time
+	uniq        [UniqLen]byte
+	ownUniq     string
+}
+
+// NewPutResult is for stores: own is the unique key the message carried,
+// gen the one generated for it when own is empty.
+func NewPutResult(off int64, size, queue int, qoff int64, storeTime time.Time, own string, gen *[UniqLen]byte) PutResult {
+	r := PutResult{Offset: off, Size: size, QueueID: queue, QueueOffset: qoff, StoreTime: storeTime, ownUniq: own}
+	if own == "" && gen != nil {
+		r.uniq = *gen
+	}
+	return r
+}
+
+// MsgID returns the message ID (it encodes the CommitLog offset).
+func (r *PutResult) MsgID() string { return ID(r.Offset) }
+
+// UniqKey returns the message's unique key (the producer's if it set one).
+func (r *PutResult) UniqKey() string {
+	if r.ownUniq != "" {
+		return r.ownUniq
+	}
+	return string(r.uniq[:])
+}
+
+// End is the CommitLog offset just past the record.
+func (r *PutResult) End() int64 { return r.Offset + int64(r.Size) }

@@ -1,0 +1,252 @@
+// Package producer owns the sending side of a store: the Producer handle
+// with its send modes (sync, async with a callback, oneway, batch), queue
+// selection (round robin, by sharding key, custom), and body compression.
+// A Producer talks to the store through the small Store interface, which
+// the root package implements.
+package producer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+
+	"github.com/cespare/xxhash/v2"
+
+	"github.com/mqlite/mqlite/internal/errs"
+	"github.com/mqlite/mqlite/message"
+)
+
+// Store is what a Producer needs from the message store.
+type Store interface {
+	// Validate checks m against every rule of the store (topic name,
+	// body, tags, keys, properties, delay) without storing it.
+	Validate(m *message.Message) error
+	// QueueCount resolves the queue count of a topic a user sends to,
+	// creating the topic with autoQueues queues (0: the store's default)
+	// when the store allows it, else ErrTopicNotFound.
+	QueueCount(topic string, autoQueues int) (int, error)
+	// Append validates and stores m in queue without waiting for
+	// durability. An invalid message stores nothing.
+	Append(m *message.Message, queue int) (message.PutResult, error)
+	// AppendBatch stores msgs in queue as one contiguous append (all or
+	// nothing).
+	AppendBatch(msgs []*message.Message, queue int) ([]message.PutResult, error)
+	// AwaitDurable waits until the data ending at end satisfies the
+	// store's flush mode (FlushSync: synced, or ErrFlushTimeout).
+	AwaitDurable(ctx context.Context, end int64) error
+	// Kick starts making the data ending at end durable without waiting.
+	Kick(end int64)
+}
+
+// Selector picks the queue of a message among queues queues. It must
+// return a value in [0, queues) and be safe for concurrent use.
+type Selector func(m *message.Message, queues int) int
+
+// Options configure a Producer. Zero values mean the defaults given.
+type Options struct {
+	// Selector picks queues. nil: a message with a ShardingKey goes to
+	// the queue its key hashes to (same key, same queue, across restarts
+	// while the queue count stays); others round robin.
+	Selector Selector
+	// AutoCreateQueues is the queue count of a topic created by a first
+	// send (when the store auto-creates topics); 0: the store's default.
+	AutoCreateQueues int
+	// MaxMessageSize limits bodies (before compression); 0: the store's
+	// limit. It can only be lower than the store's.
+	MaxMessageSize int
+	// CompressOver compresses bodies of at least this many bytes with
+	// zlib (stdlib compress/zlib); 0: off (RocketMQ uses 4096). Batches
+	// are never compressed. Readers get the original body back.
+	CompressOver int
+	// CompressLevel is the zlib level; default 5, as RocketMQ.
+	CompressLevel int
+	// MaxInFlight bounds async sends accepted but not yet called back;
+	// SendAsync blocks (bounded by its ctx) while the bound is reached.
+	// Default 10,000.
+	MaxInFlight int
+}
+
+// SendStatus is the outcome of a send that stored its message.
+type SendStatus int
+
+const (
+	// SendOK: stored, and durable as the store's flush mode promises.
+	SendOK SendStatus = iota
+	// FlushDiskTimeout: stored, but the sync (FlushSync) did not complete
+	// within the store's SyncFlushTimeout; the send also returns
+	// ErrFlushTimeout. The message will still be delivered.
+	FlushDiskTimeout
+)
+
+func (s SendStatus) String() string {
+	switch s {
+	case SendOK:
+		return "SEND_OK"
+	case FlushDiskTimeout:
+		return "FLUSH_DISK_TIMEOUT"
+	}
+	return fmt.Sprintf("SendStatus(%d)", int(s))
+}
+
+// SendResult describes a stored message: status, topic, and where it
+// went (CommitLog offset, queue, queue offset, store time), with MsgID()
+// and UniqKey() from the embedded PutResult.
+type SendResult struct {
+	Status SendStatus
+	Topic  string
+	message.PutResult
+	// TransactionID is set by transactional sends.
+	TransactionID string
+}
+
+// Producer sends messages to a store. It is safe for concurrent use.
+type Producer struct {
+	st   Store
+	opts Options
+	rr   sync.Map // topic -> *atomic.Uint32, round-robin counters
+
+	async asyncState
+}
+
+// New returns a Producer over st. Options are checked here.
+func New(st Store, opts Options) (*Producer, error) {
+	var problems []error
+	if opts.MaxMessageSize < 0 {
+		problems = append(problems, fmt.Errorf("negative MaxMessageSize %d", opts.MaxMessageSize))
+	}
+	if opts.CompressOver < 0 {
+		problems = append(problems, fmt.Errorf("negative CompressOver %d", opts.CompressOver))
+	}
+	if opts.CompressLevel == 0 {
+		opts.CompressLevel = 5
+	}
+	if opts.CompressLevel < 1 || opts.CompressLevel > 9 {
+		problems = append(problems, fmt.Errorf("CompressLevel %d outside 1..9", opts.CompressLevel))
+	}
+	if opts.AutoCreateQueues < 0 {
+		problems = append(problems, fmt.Errorf("negative AutoCreateQueues %d", opts.AutoCreateQueues))
+	}
+	if opts.MaxInFlight == 0 {
+		opts.MaxInFlight = 10000
+	}
+	if opts.MaxInFlight < 0 {
+		problems = append(problems, fmt.Errorf("negative MaxInFlight %d", opts.MaxInFlight))
+	}
+	if len(problems) > 0 {
+		return nil, fmt.Errorf("mqlite/producer: bad options: %w: %w", errs.ErrInvalidArgument, errors.Join(problems...))
+	}
+	p := &Producer{st: st, opts: opts}
+	p.async.init(p)
+	return p, nil
+}
+
+// Send stores m and, with FlushSync, waits until it is durable. A message
+// that fails validation, an unknown topic (auto-create off), a closed
+// producer or a ctx already done store nothing. If the sync times out the
+// result has Status FlushDiskTimeout and the error is ErrFlushTimeout: the
+// message is stored. m must not be modified until Send returns.
+func (p *Producer) Send(ctx context.Context, m *message.Message) (SendResult, error) {
+	res, err := p.store(ctx, m)
+	if err != nil {
+		return SendResult{}, err
+	}
+	return finish(res, p.st.AwaitDurable(ctx, res.End()))
+}
+
+// SendOneway stores m and returns without waiting for durability (the
+// store is asked to make it durable). Errors are those of storing it.
+func (p *Producer) SendOneway(m *message.Message) error {
+	res, err := p.store(context.Background(), m)
+	if err != nil {
+		return err
+	}
+	p.st.Kick(res.End())
+	return nil
+}
+
+// finish maps the durability outcome onto the result.
+func finish(res SendResult, err error) (SendResult, error) {
+	if errors.Is(err, errs.ErrFlushTimeout) {
+		res.Status = FlushDiskTimeout
+	}
+	return res, err
+}
+
+// store validates, routes and appends m.
+func (p *Producer) store(ctx context.Context, m *message.Message) (SendResult, error) {
+	if p.async.closed.Load() {
+		return SendResult{}, fmt.Errorf("mqlite/producer: send: %w", errs.ErrClosed)
+	}
+	if err := ctx.Err(); err != nil {
+		return SendResult{}, err
+	}
+	if err := p.st.Validate(m); err != nil {
+		return SendResult{}, err
+	}
+	if err := p.checkSize(m); err != nil {
+		return SendResult{}, err
+	}
+	queue, err := p.pick(m)
+	if err != nil {
+		return SendResult{}, err
+	}
+	out := m
+	if p.opts.CompressOver > 0 && len(m.Body) >= p.opts.CompressOver && m.SysFlag&message.SysCompressed == 0 {
+		if out, err = compressed(m, p.opts.CompressLevel); err != nil {
+			return SendResult{}, err
+		}
+	}
+	r, err := p.st.Append(out, queue)
+	if err != nil {
+		return SendResult{}, err
+	}
+	return SendResult{Topic: m.Topic, PutResult: r}, nil
+}
+
+func (p *Producer) checkSize(m *message.Message) error {
+	if p.opts.MaxMessageSize > 0 && len(m.Body) > p.opts.MaxMessageSize {
+		return fmt.Errorf("%w: body of %d bytes, the producer's limit is %d", errs.ErrMessageTooLarge, len(m.Body), p.opts.MaxMessageSize)
+	}
+	return nil
+}
+
+// pick resolves the topic and selects a queue for m.
+func (p *Producer) pick(m *message.Message) (int, error) {
+	n, err := p.st.QueueCount(m.Topic, p.opts.AutoCreateQueues)
+	if err != nil {
+		return 0, err
+	}
+	var q int
+	switch {
+	case p.opts.Selector != nil:
+		q = p.opts.Selector(m, n)
+	case m.ShardingKey != "":
+		q = ShardingQueue(m.ShardingKey, n)
+	default:
+		q = p.next(m.Topic, n)
+	}
+	if q < 0 || q >= n {
+		return 0, fmt.Errorf("mqlite/producer: selector chose queue %d of %d for topic %q: %w", q, n, m.Topic, errs.ErrInvalidArgument)
+	}
+	return q, nil
+}
+
+// next is the round-robin choice for topic.
+func (p *Producer) next(topic string, n int) int {
+	c, ok := p.rr.Load(topic)
+	if !ok {
+		v := new(atomic.Uint32)
+		v.Store(rand.Uint32()) // a random start, as RocketMQ's
+		c, _ = p.rr.LoadOrStore(topic, v)
+	}
+	return int(c.(*atomic.Uint32).Add(1) % uint32(n))
+}
+
+// ShardingQueue is the queue a sharding key maps to among n queues: a
+// 64-bit xxhash of the key modulo n, the same in every process.
+func ShardingQueue(key string, n int) int {
+	return int(xxhash.Sum64String(key) % uint64(n))
+}

@@ -1,0 +1,215 @@
+package topic
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/mqlite/mqlite/internal/cfgfile"
+	"github.com/mqlite/mqlite/internal/errs"
+	"github.com/mqlite/mqlite/internal/vfs"
+)
+
+// File is the registry's file name in the config directory.
+const File = "topics.json"
+
+const (
+	fileMagic   = 0x4D515450 // "MQTP"
+	fileVersion = 1
+)
+
+// Info describes a registered topic.
+type Info struct {
+	Name    string
+	Config  Config
+	System  bool      // created by the store (retry, DLQ, schedule, ...)
+	Created time.Time // when it was first created
+}
+
+type record struct {
+	Queues  int   `json:"queues"`
+	System  bool  `json:"system,omitempty"`
+	Created int64 `json:"created_ms"`
+}
+
+// Registry is the set of topics of one store. Lookups are lock-free (a
+// copy-on-write map); changes are serialised and persisted before they
+// become visible.
+type Registry struct {
+	fs  vfs.FS
+	dir string
+	now func() time.Time
+
+	mu     sync.Mutex // serialises changes and the file
+	topics atomic.Pointer[map[string]record]
+}
+
+// Open loads the registry from dir/File (an absent file is an empty
+// registry). now stamps creation times.
+func Open(fs vfs.FS, dir string, now func() time.Time) (*Registry, error) {
+	r := &Registry{fs: fs, dir: dir, now: now}
+	m := map[string]record{}
+	if _, err := cfgfile.Read(fs, dir, File, fileMagic, fileVersion, &m); err != nil {
+		return nil, err
+	}
+	for name, rec := range m {
+		if err := (Config{Queues: rec.Queues}).validate(); err != nil {
+			return nil, errs.Corrupt(dir+"/"+File, 0, "topic %q: %v", name, err)
+		}
+	}
+	r.topics.Store(&m)
+	return r, nil
+}
+
+// Get returns the configuration of a topic, or ErrTopicNotFound.
+func (r *Registry) Get(name string) (Config, error) {
+	rec, ok := (*r.topics.Load())[name]
+	if !ok {
+		return Config{}, fmt.Errorf("mqlite: topic %q: %w", name, errs.ErrTopicNotFound)
+	}
+	return Config{Queues: rec.Queues}, nil
+}
+
+// Queues returns the queue count of a topic (0 if it does not exist).
+func (r *Registry) Queues(name string) int {
+	return (*r.topics.Load())[name].Queues
+}
+
+// Topics lists every topic, sorted by name.
+func (r *Registry) Topics() []Info {
+	m := *r.topics.Load()
+	out := make([]Info, 0, len(m))
+	for _, name := range slices.Sorted(maps.Keys(m)) {
+		rec := m[name]
+		out = append(out, Info{Name: name, Config: Config{Queues: rec.Queues}, System: rec.System,
+			Created: time.UnixMilli(rec.Created)})
+	}
+	return out
+}
+
+// Create registers a user topic: ErrInvalidTopic for an illegal or system
+// name, ErrTopicExists if it is there.
+func (r *Registry) Create(name string, c Config) error {
+	if err := ValidateName(name); err != nil {
+		return err
+	}
+	if err := c.validate(); err != nil {
+		return err
+	}
+	return r.change(func(m map[string]record) error {
+		if _, ok := m[name]; ok {
+			return fmt.Errorf("mqlite: create topic %q: %w", name, errs.ErrTopicExists)
+		}
+		m[name] = record{Queues: c.Queues, Created: r.now().UnixMilli()}
+		return nil
+	})
+}
+
+// Ensure returns the queue count of a topic, creating it with c first if
+// it does not exist. system marks a topic the store creates for itself
+// (its name may be a system name); otherwise the user rules apply.
+func (r *Registry) Ensure(name string, c Config, system bool) (int, error) {
+	if n := r.Queues(name); n > 0 {
+		return n, nil
+	}
+	if system {
+		if err := ValidateSystem(name); err != nil {
+			return 0, err
+		}
+	} else if err := ValidateName(name); err != nil {
+		return 0, err
+	}
+	if err := c.validate(); err != nil {
+		return 0, err
+	}
+	var n int
+	err := r.change(func(m map[string]record) error {
+		if rec, ok := m[name]; ok {
+			n = rec.Queues
+			return errUnchanged
+		}
+		m[name] = record{Queues: c.Queues, System: system, Created: r.now().UnixMilli()}
+		n = c.Queues
+		return nil
+	})
+	return n, err
+}
+
+// ValidateSystem checks a name the store uses for itself.
+func ValidateSystem(name string) error {
+	if err := ValidateSysName(name); err != nil {
+		return err
+	}
+	if !IsSystem(name) {
+		return fmt.Errorf("%w: %q is not a system topic", errs.ErrInvalidArgument, name)
+	}
+	return nil
+}
+
+// Update changes a topic's configuration. The queue count may grow; a
+// smaller count is refused (ErrInvalidArgument), since messages in the
+// dropped queues would be stranded.
+func (r *Registry) Update(name string, c Config) error {
+	if err := c.validate(); err != nil {
+		return err
+	}
+	return r.change(func(m map[string]record) error {
+		rec, ok := m[name]
+		if !ok {
+			return fmt.Errorf("mqlite: update topic %q: %w", name, errs.ErrTopicNotFound)
+		}
+		if rec.System {
+			return fmt.Errorf("mqlite: update topic %q: it is a system topic: %w", name, errs.ErrInvalidArgument)
+		}
+		if c.Queues < rec.Queues {
+			return fmt.Errorf("mqlite: update topic %q: queues cannot shrink from %d to %d: %w",
+				name, rec.Queues, c.Queues, errs.ErrInvalidArgument)
+		}
+		if c.Queues == rec.Queues {
+			return errUnchanged
+		}
+		rec.Queues = c.Queues
+		m[name] = rec
+		return nil
+	})
+}
+
+// Delete removes a user topic from the registry: ErrTopicNotFound if it
+// is not there.
+func (r *Registry) Delete(name string) error {
+	return r.change(func(m map[string]record) error {
+		rec, ok := m[name]
+		if !ok {
+			return fmt.Errorf("mqlite: delete topic %q: %w", name, errs.ErrTopicNotFound)
+		}
+		if rec.System {
+			return fmt.Errorf("mqlite: delete topic %q: it is a system topic: %w", name, errs.ErrInvalidArgument)
+		}
+		delete(m, name)
+		return nil
+	})
+}
+
+var errUnchanged = fmt.Errorf("unchanged")
+
+// change applies fn to a copy of the map, persists it, then publishes it.
+// fn returning errUnchanged means success without a write.
+func (r *Registry) change(fn func(map[string]record) error) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	m := maps.Clone(*r.topics.Load())
+	if err := fn(m); err != nil {
+		if err == errUnchanged {
+			return nil
+		}
+		return err
+	}
+	if err := cfgfile.Write(r.fs, r.dir, File, fileMagic, fileVersion, m); err != nil {
+		return err
+	}
+	r.topics.Store(&m)
+	return nil
+}

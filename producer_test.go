@@ -358,6 +358,7 @@ func TestBadSendsStoreNothing(t *testing.T) {
 		{"body over the producer limit", with(func(m *Message) { m.Body = make([]byte, 513) }), nil, ErrMessageTooLarge},
 		{"tags with ||", with(func(m *Message) { m.Tags = "a||b" }), nil, ErrInvalidTags},
 		{"tags with a control char", with(func(m *Message) { m.Tags = "a\x01" }), nil, ErrInvalidTags},
+		{"tags with a tab", with(func(m *Message) { m.Tags = "a\tb" }), nil, ErrInvalidTags},
 		{"empty key", with(func(m *Message) { m.Keys = []string{""} }), nil, ErrInvalidKey},
 		{"key with space", with(func(m *Message) { m.Keys = []string{"a b"} }), nil, ErrInvalidKey},
 		{"reserved property", with(func(m *Message) { m.Properties = map[string]string{"TAGS": "x"} }), nil, ErrInvalidProperty},

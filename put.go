@@ -62,12 +62,14 @@ func putHex(dst []byte, v uint64) {
 	}
 }
 
-// newJob validates m and prepares a pooled job. sys allows the store's
-// own topics (and only those that exist).
-func (s *Store) newJob(m *Message, queue int, sys bool) (*putJob, error) {
+// newJob validates m (unless the caller just did) and prepares a pooled
+// job. sys allows the store's own topics (and only those that exist).
+func (s *Store) newJob(m *Message, queue int, sys, validated bool) (*putJob, error) {
 	now := s.opts.Clock.Now()
-	if err := message.Validate(m, s.opts.MaxMessageSize, topicLimit(m), uniqLen, now); err != nil {
-		return nil, err
+	if !validated {
+		if err := message.Validate(m, s.opts.MaxMessageSize, topicLimit(m), uniqLen, now); err != nil {
+			return nil, err
+		}
 	}
 	if err := s.checkQueue(m, queue, sys); err != nil {
 		return nil, err
@@ -114,7 +116,7 @@ func (s *Store) releaseJob(j *putJob) {
 // nothing. m must not be modified until Put returns. Producers (see
 // NewProducer) add queue selection, async sends and compression.
 func (s *Store) Put(ctx context.Context, m *Message, queue int) (PutResult, error) {
-	res, err := s.append(ctx, m, queue, false)
+	res, err := s.append(ctx, m, queue, false, false)
 	if err != nil {
 		return PutResult{}, err
 	}
@@ -123,14 +125,15 @@ func (s *Store) Put(ctx context.Context, m *Message, queue int) (PutResult, erro
 
 // append stores m without waiting for durability; sys allows the store's
 // own topics.
-func (s *Store) append(ctx context.Context, m *Message, queue int, sys bool) (PutResult, error) {
+// validated says the caller ran message.Validate on m.
+func (s *Store) append(ctx context.Context, m *Message, queue int, sys, validated bool) (PutResult, error) {
 	if s.closed.Load() {
 		return PutResult{}, errs.ErrClosed
 	}
 	if err := ctx.Err(); err != nil {
 		return PutResult{}, err
 	}
-	j, err := s.newJob(m, queue, sys)
+	j, err := s.newJob(m, queue, sys, validated)
 	if err != nil {
 		return PutResult{}, err
 	}
@@ -172,14 +175,14 @@ func (s *Store) awaitDurable(ctx context.Context, end int64) error {
 // all of them or none, and with FlushSync they share one sync. If any
 // message is invalid nothing is stored.
 func (s *Store) PutBatch(ctx context.Context, msgs []*Message, queue int) ([]PutResult, error) {
-	res, err := s.appendBatch(ctx, msgs, queue)
+	res, err := s.appendBatch(ctx, msgs, queue, false)
 	if err != nil {
 		return nil, err
 	}
 	return res, s.awaitDurable(ctx, res[len(res)-1].End())
 }
 
-func (s *Store) appendBatch(ctx context.Context, msgs []*Message, queue int) ([]PutResult, error) {
+func (s *Store) appendBatch(ctx context.Context, msgs []*Message, queue int, validated bool) ([]PutResult, error) {
 	if s.closed.Load() {
 		return nil, errs.ErrClosed
 	}
@@ -197,7 +200,7 @@ func (s *Store) appendBatch(ctx context.Context, msgs []*Message, queue int) ([]
 		}
 	}()
 	for i, m := range msgs {
-		j, err := s.newJob(m, queue, false)
+		j, err := s.newJob(m, queue, false, validated)
 		if err != nil {
 			return nil, fmt.Errorf("mqlite: batch message %d: %w", i, err)
 		}

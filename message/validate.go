@@ -46,6 +46,17 @@ func ValidateTopic(topic string, maxLen int) error {
 	return nil
 }
 
+// hasControl reports ASCII control characters (which also covers the
+// property separators); a tag filter could never select such tags.
+func hasControl(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] == 0x7f {
+			return true
+		}
+	}
+	return false
+}
+
 func hasSep(s string) bool { return strings.ContainsAny(s, "\x01\x02") }
 
 // Validate checks a message before it is stored: topic, body, tags, keys,
@@ -68,8 +79,8 @@ func Validate(m *Message, maxBody, maxTopic, uniqLen int, now time.Time) error {
 	if len(m.Body) > maxBody {
 		return fmt.Errorf("%w: body of %d bytes, the limit is %d", errs.ErrMessageTooLarge, len(m.Body), maxBody)
 	}
-	if hasSep(m.Tags) || strings.Contains(m.Tags, "||") {
-		return fmt.Errorf("%w: %q", ErrInvalidTags, m.Tags)
+	if hasControl(m.Tags) || strings.Contains(m.Tags, "||") {
+		return fmt.Errorf("%w: %q (no control characters, no \"||\")", ErrInvalidTags, m.Tags)
 	}
 	for _, k := range m.Keys {
 		if k == "" || strings.ContainsAny(k, " \x01\x02") {

@@ -28,8 +28,8 @@ type Store interface {
 	// creating the topic with autoQueues queues (0: the store's default)
 	// when the store allows it, else ErrTopicNotFound.
 	QueueCount(topic string, autoQueues int) (int, error)
-	// Append validates and stores m in queue without waiting for
-	// durability. An invalid message stores nothing.
+	// Append stores m, which passed Validate, in queue without waiting
+	// for durability.
 	Append(m *message.Message, queue int) (message.PutResult, error)
 	// AppendBatch stores msgs in queue as one contiguous append (all or
 	// nothing).

@@ -10,14 +10,15 @@ import (
 	"github.com/mqlite/mqlite/consumequeue"
 	"github.com/mqlite/mqlite/indexfile"
 	"github.com/mqlite/mqlite/message"
+	"github.com/mqlite/mqlite/topic"
 )
 
-// System topics with special routing (RocketMQ's names). The services that
-// use them (scheduler, transactions) hook in through dispatchHook.
+// System topics with special routing (RocketMQ's names); see package
+// topic for the full list.
 const (
-	ScheduleTopic = "SCHEDULE_TOPIC_XXXX"
-	HalfTopic     = "RMQ_SYS_TRANS_HALF_TOPIC"
-	OpHalfTopic   = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
+	ScheduleTopic = topic.Schedule
+	HalfTopic     = topic.Half
+	OpHalfTopic   = topic.OpHalf
 )
 
 // dispatcher tails the CommitLog and, for every record, appends its
@@ -44,7 +45,7 @@ type dispatcher struct {
 		sync.Mutex
 		dispatched int64 // published progress, for the checkpoint
 		err        error // a dispatch failure: the store is fenced
-		waiters    []*waiter
+		waiters    map[waitKey]*waiter // one per position: repeated waits share it
 	}
 }
 
@@ -54,6 +55,11 @@ type waiter struct {
 	q      *consumequeue.Queue
 	offset int64
 	ch     chan struct{}
+}
+
+type waitKey struct {
+	q      *consumequeue.Queue
+	offset int64
 }
 
 func (w *waiter) ready(dispatched int64) bool {
@@ -110,16 +116,12 @@ func (d *dispatcher) catchUp(to int64) error {
 	d.next = next
 	d.mu.Lock()
 	d.mu.dispatched = next
-	kept := d.mu.waiters[:0]
-	for _, w := range d.mu.waiters {
+	for k, w := range d.mu.waiters {
 		if w.ready(next) {
 			close(w.ch)
-		} else {
-			kept = append(kept, w)
+			delete(d.mu.waiters, k)
 		}
 	}
-	clear(d.mu.waiters[len(kept):])
-	d.mu.waiters = kept
 	d.mu.Unlock()
 	return err
 }
@@ -168,7 +170,7 @@ func (d *dispatcher) dispatch(r commitlog.Record) error {
 		return err
 	}
 	e := consumequeue.Entry{Offset: r.Offset, Size: int32(r.Size), TagsCode: v.TagsCode()}
-	if string(v.Topic()) == ScheduleTopic {
+	if t := string(v.Topic()); t == topic.Schedule || t == topic.Timer {
 		e.TagsCode = deliverSeconds(v)
 	}
 	if err := q.Append(v.QueueOffset(), e); err != nil {
@@ -178,15 +180,17 @@ func (d *dispatcher) dispatch(r commitlog.Record) error {
 	return d.indexKeys(v, r.Offset)
 }
 
-// deliverSeconds is the delay-queue tags code: when the message is due, in
-// unix seconds (the scheduler reads it without touching the CommitLog).
+// deliverSeconds is the tags code of schedule and timer messages: the
+// deliver-at time in unix seconds, rounded up (so a timer is never early),
+// else the store time. The timer service buckets entries by it without
+// touching the CommitLog.
 func deliverSeconds(v message.View) uint32 {
 	if p := v.Prop(message.PropDeliverAt); p != nil {
 		var ms int64
 		for _, c := range p {
 			ms = ms*10 + int64(c-'0')
 		}
-		return uint32(ms / 1000)
+		return uint32((ms + 999) / 1000)
 	}
 	return uint32(v.StoreMs() / 1000)
 }
@@ -236,7 +240,14 @@ func (d *dispatcher) waitCh(q *consumequeue.Queue, offset int64) (<-chan struct{
 		close(w.ch)
 		return w.ch, nil
 	}
-	d.mu.waiters = append(d.mu.waiters, w)
+	k := waitKey{q, offset}
+	if old, ok := d.mu.waiters[k]; ok {
+		return old.ch, nil
+	}
+	if d.mu.waiters == nil {
+		d.mu.waiters = map[waitKey]*waiter{}
+	}
+	d.mu.waiters[k] = w
 	return w.ch, nil
 }
 

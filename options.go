@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/mqlite/mqlite/clock"
@@ -67,6 +68,10 @@ type Options struct {
 	DisableAutoCreateTopics bool
 	DefaultTopicQueues      int // queues of an auto-created topic; default 4
 
+	// DelayLevels are the delays of message delay levels 1..n; default
+	// DefaultDelayLevels (RocketMQ's 18, 1s to 2h). At most 64.
+	DelayLevels []time.Duration
+
 	ConsumeQueueEntries int // entries per ConsumeQueue file; default 300,000
 	IndexSlots          int // hash slots per IndexFile; default 1<<20 (1<<14 in memory)
 	IndexEntries        int // entries per IndexFile; default 4,000,000 (1<<16 in memory)
@@ -116,6 +121,18 @@ func (o *Options) withDefaults() (Options, error) {
 	}
 	if c.InMemory && c.ConsumeQueueEntries == 0 {
 		c.ConsumeQueueEntries = 1 << 14
+	}
+	if c.DelayLevels == nil {
+		c.DelayLevels = DefaultDelayLevels
+	}
+	c.DelayLevels = slices.Clone(c.DelayLevels)
+	if len(c.DelayLevels) == 0 || len(c.DelayLevels) > 64 {
+		problems = append(problems, fmt.Errorf("%d DelayLevels, want 1..64", len(c.DelayLevels)))
+	}
+	for i, d := range c.DelayLevels {
+		if d <= 0 {
+			problems = append(problems, fmt.Errorf("DelayLevels[%d] = %s, want > 0", i, d))
+		}
 	}
 	if c.DefaultTopicQueues == 0 {
 		c.DefaultTopicQueues = topic.DefaultQueues

@@ -422,6 +422,9 @@ func TestTopicsSurviveRestartAndAutoCreate(t *testing.T) {
 	defer s.Close()
 	var got []string
 	for _, ti := range s.Topics() {
+		if ti.System {
+			continue
+		}
 		got = append(got, fmt.Sprintf("%s:%d", ti.Name, ti.Config.Queues))
 	}
 	require.Equal(t, []string{"auto3:3", "auto6:6", "orders:10"}, got)

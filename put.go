@@ -133,6 +133,13 @@ func (s *Store) append(ctx context.Context, m *Message, queue int, sys, validate
 	if err := ctx.Err(); err != nil {
 		return PutResult{}, err
 	}
+	if !sys && m != nil && (m.DelayLevel > 0 || !m.DeliverAt.IsZero()) {
+		var err error
+		if m, queue, err = s.delayed(m, queue, validated); err != nil {
+			return PutResult{}, err
+		}
+		sys, validated = true, true
+	}
 	j, err := s.newJob(m, queue, sys, validated)
 	if err != nil {
 		return PutResult{}, err
@@ -200,6 +207,9 @@ func (s *Store) appendBatch(ctx context.Context, msgs []*Message, queue int, val
 		}
 	}()
 	for i, m := range msgs {
+		if m != nil && (m.DelayLevel > 0 || !m.DeliverAt.IsZero()) {
+			return nil, fmt.Errorf("mqlite: batch message %d: delayed messages cannot be batched: %w", i, message.ErrInvalidDelay)
+		}
 		j, err := s.newJob(m, queue, false, validated)
 		if err != nil {
 			return nil, fmt.Errorf("mqlite: batch message %d: %w", i, err)

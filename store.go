@@ -49,6 +49,8 @@ type Store struct {
 	queues      map[queueKey]int64
 	lastStoreMs int64 // append lock, like queues
 	topics      *topic.Registry
+	sched       *scheduler
+	timers      *timers
 
 	handles struct { // producers and consumers, closed by Close
 		sync.Mutex
@@ -102,6 +104,8 @@ func openFS(fs vfs.FS, dir string, opts *Options) (*Store, error) {
 		return nil, err
 	}
 	go s.checkpointLoop()
+	s.sched.start()
+	s.timers.start()
 	return s, nil
 }
 
@@ -153,6 +157,12 @@ func (s *Store) open() error {
 		s.periodic = flush.NewPeriodic(s.log, flush.PeriodicOptions{Interval: s.opts.FlushInterval,
 			LeastPages: s.opts.FlushLeastPages, ThoroughInterval: s.opts.FlushThoroughInterval,
 			Clock: s.opts.Clock, Logger: s.opts.Logger})
+	}
+	if s.sched, err = newScheduler(s); err != nil {
+		return err
+	}
+	if s.timers, err = newTimers(s); err != nil {
+		return err
 	}
 	return nil
 }
@@ -278,9 +288,11 @@ func (s *Store) Close() error {
 		s.closed.Store(true) // under the lock: no handle is added after
 		s.handles.Unlock()
 		hErr := s.closeHandles()
+		s.timers.stop()
+		schedErr := s.sched.stop()
 		close(s.cpQuit)
 		<-s.cpDone
-		errList := []error{hErr}
+		errList := []error{hErr, schedErr}
 		if s.gc != nil {
 			s.gc.Close()
 		}

@@ -138,6 +138,32 @@ func (r *Registry) Ensure(name string, c Config, system bool) (int, error) {
 	return n, err
 }
 
+// EnsureAtLeast creates a system topic with queues queues, or grows an
+// existing one to that many; it returns the queue count.
+func (r *Registry) EnsureAtLeast(name string, queues int) (int, error) {
+	if err := ValidateSystem(name); err != nil {
+		return 0, err
+	}
+	if err := (Config{Queues: queues}).validate(); err != nil {
+		return 0, err
+	}
+	n := queues
+	err := r.change(func(m map[string]record) error {
+		rec, ok := m[name]
+		if ok && rec.Queues >= queues {
+			n = rec.Queues
+			return errUnchanged
+		}
+		if !ok {
+			rec = record{System: true, Created: r.now().UnixMilli()}
+		}
+		rec.Queues = queues
+		m[name] = rec
+		return nil
+	})
+	return n, err
+}
+
 // ValidateSystem checks a name the store uses for itself.
 func ValidateSystem(name string) error {
 	if err := ValidateSysName(name); err != nil {

@@ -1,0 +1,320 @@
+package mqlite
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/mqlite/mqlite/clock"
+	"github.com/mqlite/mqlite/consumequeue"
+	"github.com/mqlite/mqlite/internal/cfgfile"
+	"github.com/mqlite/mqlite/internal/errs"
+	"github.com/mqlite/mqlite/message"
+	"github.com/mqlite/mqlite/topic"
+)
+
+// DefaultDelayLevels are RocketMQ's 18 delay levels: level n waits
+// DefaultDelayLevels[n-1].
+var DefaultDelayLevels = []time.Duration{
+	time.Second, 5 * time.Second, 10 * time.Second, 30 * time.Second,
+	time.Minute, 2 * time.Minute, 3 * time.Minute, 4 * time.Minute, 5 * time.Minute,
+	6 * time.Minute, 7 * time.Minute, 8 * time.Minute, 9 * time.Minute, 10 * time.Minute,
+	20 * time.Minute, 30 * time.Minute, time.Hour, 2 * time.Hour,
+}
+
+const (
+	delayFile        = "delayOffset.json"
+	delayMagic       = 0x4D51444C // "MQDL"
+	delayVersion     = 1
+	delayPersistTick = 10 * time.Second // RocketMQ's flushDelayOffsetInterval
+	deliverRetry     = 100 * time.Millisecond
+)
+
+// scheduler delivers delay-level messages: a message with DelayLevel n is
+// stored in the schedule topic's queue n-1 (see toSchedule); one goroutine
+// per level waits for the head of its queue to be due (store time plus the
+// level's delay, on the store's clock), then stores it in its real topic
+// and queue. Each level is FIFO with one delay, so due times are monotone.
+// Progress per level is persisted every 10 s and on Close; after a restart
+// the messages delivered since the last save are checked against the index
+// (by unique key) and not delivered twice.
+type scheduler struct {
+	s      *Store
+	levels []time.Duration
+	quit   chan struct{}
+	wg     sync.WaitGroup
+
+	mu       sync.Mutex
+	progress map[string]int64 // level (decimal) -> next schedule-queue offset
+	saved    map[string]int64
+}
+
+func newScheduler(s *Store) (*scheduler, error) {
+	d := &scheduler{s: s, levels: s.opts.DelayLevels, quit: make(chan struct{}), progress: map[string]int64{}}
+	if _, err := s.topics.EnsureAtLeast(topic.Schedule, len(d.levels)); err != nil {
+		return nil, err
+	}
+	if _, err := cfgfile.Read(s.fs, s.path(configDir), delayFile, delayMagic, delayVersion, &d.progress); err != nil {
+		return nil, err
+	}
+	d.saved = maps.Clone(d.progress)
+	return d, nil
+}
+
+func (d *scheduler) start() {
+	for level := 1; level <= len(d.levels); level++ {
+		d.wg.Add(1)
+		go d.run(level)
+	}
+	d.wg.Add(1)
+	go d.persistLoop()
+}
+
+// stop ends the goroutines and saves the progress.
+func (d *scheduler) stop() error {
+	close(d.quit)
+	d.wg.Wait()
+	return d.save()
+}
+
+// save persists the progress once what it claims delivered is durable.
+func (d *scheduler) save() error {
+	d.mu.Lock()
+	p := maps.Clone(d.progress)
+	d.mu.Unlock()
+	if maps.Equal(p, d.saved) {
+		return nil
+	}
+	if _, err := d.s.log.Flush(); err != nil {
+		return err
+	}
+	if err := cfgfile.Write(d.s.fs, d.s.path(configDir), delayFile, delayMagic, delayVersion, p); err != nil {
+		return err
+	}
+	d.saved = p
+	return nil
+}
+
+func (d *scheduler) persistLoop() {
+	defer d.wg.Done()
+	t := d.s.opts.Clock.NewTicker(delayPersistTick)
+	defer t.Stop()
+	for {
+		select {
+		case <-d.quit:
+			return
+		case <-t.C():
+			if err := d.save(); err != nil {
+				d.s.opts.Logger.Warn("mqlite: saving delay progress failed", "err", err)
+			}
+		}
+	}
+}
+
+// sleep waits for dur on the store's clock; false when stopping.
+func (d *scheduler) sleep(dur time.Duration) bool {
+	return sleepUntil(d.s.opts.Clock, d.s.opts.Clock.Now().Add(dur), nil, d.quit)
+}
+
+// sleepUntil waits until the clock reaches t, wake fires, or quit closes
+// (then it returns false). The clock is read again after the timer is
+// armed, so a clock that moved past t meanwhile (a test's fake clock, or
+// a slow goroutine) does not leave the timer armed for too late.
+func sleepUntil(clk clock.Clock, t time.Time, wake <-chan struct{}, quit <-chan struct{}) bool {
+	tm := clk.NewTimer(t.Sub(clk.Now()))
+	defer tm.Stop()
+	if !clk.Now().Before(t) {
+		return true
+	}
+	select {
+	case <-tm.C():
+	case <-wake:
+	case <-quit:
+		return false
+	}
+	return true
+}
+
+func (d *scheduler) run(level int) {
+	defer d.wg.Done()
+	key := strconv.Itoa(level)
+	q, err := d.s.disp.cq.Queue(topic.Schedule, level-1, true)
+	if err != nil {
+		d.s.opts.Logger.Error("mqlite: delay level stopped", "level", level, "err", err)
+		return
+	}
+	d.mu.Lock()
+	off := d.progress[key]
+	d.mu.Unlock()
+	verifyUntil := q.MaxOffset() // delivered after the last save, perhaps
+	if off < verifyUntil && !d.indexed() {
+		return
+	}
+	for {
+		if off < q.MinOffset() {
+			off = q.MinOffset()
+		}
+		if q.MaxOffset() <= off {
+			ch, err := d.s.disp.waitCh(q, off)
+			if err != nil {
+				return // the store is closing or fenced
+			}
+			select {
+			case <-ch:
+				continue
+			case <-d.quit:
+				return
+			}
+		}
+		m, err := d.head(q, off)
+		if err == nil {
+			due := m.StoreTimestamp.Add(d.levels[level-1])
+			if d.s.opts.Clock.Now().Before(due) {
+				if !sleepUntil(d.s.opts.Clock, due, nil, d.quit) {
+					return
+				}
+				continue
+			}
+			err = d.deliver(m, off < verifyUntil)
+		}
+		if err != nil {
+			if errors.Is(err, errs.ErrClosed) {
+				return
+			}
+			d.s.opts.Logger.Warn("mqlite: delayed delivery failed; retrying", "level", level, "offset", off, "err", err)
+			if !d.sleep(deliverRetry) {
+				return
+			}
+			continue
+		}
+		off++
+		d.mu.Lock()
+		d.progress[key] = off
+		d.mu.Unlock()
+	}
+}
+
+// indexed waits until the CommitLog as of now is dispatched, so the index
+// knows every message delivered before a restart; false when stopping.
+func (d *scheduler) indexed() bool {
+	ch, err := d.s.disp.waitCh(nil, d.s.log.WrotePosition())
+	if err != nil {
+		return false
+	}
+	select {
+	case <-ch:
+		return true
+	case <-d.quit:
+		return false
+	}
+}
+
+func (d *scheduler) head(q *consumequeue.Queue, off int64) (*MessageExt, error) {
+	e, err := q.Get(off)
+	if err != nil {
+		return nil, err
+	}
+	return d.s.ReadAt(e.Offset)
+}
+
+// deliver stores a due schedule-topic message in its real topic and queue.
+// verify skips one already delivered before a restart.
+func (d *scheduler) deliver(m *MessageExt, verify bool) error {
+	real, queue, err := fromSchedule(&m.Message)
+	if err != nil {
+		d.s.opts.Logger.Error("mqlite: dropping a malformed delayed message", "offset", m.CommitLogOffset, "err", err)
+		return nil
+	}
+	if verify {
+		if ok, err := d.s.hasUniqKey(real.Topic, real.UniqKey, m.StoreTimestamp); err != nil || ok {
+			return err
+		}
+	}
+	if d.s.topics.Queues(real.Topic) <= queue {
+		d.s.opts.Logger.Warn("mqlite: dropping a delayed message for a missing topic or queue", "topic", real.Topic, "queue", queue)
+		return nil
+	}
+	res, err := d.s.append(context.Background(), real, queue, true, true)
+	if err != nil {
+		return err
+	}
+	d.s.kick(res.End())
+	return nil
+}
+
+// delayed validates a message with a delay level or deliver-at time and
+// rewrites it for the scheduler or the timer service. A deliver-at time
+// already past is delivered at once.
+func (s *Store) delayed(m *Message, queue int, validated bool) (*Message, int, error) {
+	if !validated {
+		if err := message.Validate(m, s.opts.MaxMessageSize, topicLimit(m), uniqLen, s.opts.Clock.Now()); err != nil {
+			return nil, 0, err
+		}
+	}
+	if err := s.checkQueue(m, queue, false); err != nil {
+		return nil, 0, err
+	}
+	if m.DelayLevel > 0 {
+		return s.toSchedule(m, queue)
+	}
+	return s.toTimer(m, queue)
+}
+
+// toSchedule rewrites a message with a delay level into the schedule
+// topic, keeping its real topic and queue in properties.
+func (s *Store) toSchedule(m *Message, queue int) (*Message, int, error) {
+	if m.DelayLevel > len(s.opts.DelayLevels) {
+		return nil, 0, fmt.Errorf("%w: level %d, the store has %d levels", message.ErrInvalidDelay, m.DelayLevel, len(s.opts.DelayLevels))
+	}
+	c := *m
+	c.Topic = topic.Schedule
+	c.Properties = make(map[string]string, len(m.Properties)+2)
+	maps.Copy(c.Properties, m.Properties)
+	c.Properties[message.PropRealTopic] = m.Topic
+	c.Properties[message.PropRealQueueID] = strconv.Itoa(queue)
+	return &c, m.DelayLevel - 1, nil
+}
+
+// fromSchedule restores a message's real topic and queue.
+func fromSchedule(m *Message) (*Message, int, error) {
+	real := m.Properties[message.PropRealTopic]
+	qid, err := strconv.Atoi(m.Properties[message.PropRealQueueID])
+	if real == "" || err != nil || qid < 0 {
+		return nil, 0, fmt.Errorf("no real topic or queue")
+	}
+	c := *m
+	c.Topic, c.DelayLevel, c.DeliverAt = real, 0, time.Time{}
+	c.Properties = maps.Clone(m.Properties)
+	delete(c.Properties, message.PropRealTopic)
+	delete(c.Properties, message.PropRealQueueID)
+	if len(c.Properties) == 0 {
+		c.Properties = nil
+	}
+	return &c, qid, nil
+}
+
+// hasUniqKey reports whether topic holds a message with this unique key
+// stored at or after since.
+func (s *Store) hasUniqKey(topicName, uniq string, since time.Time) (bool, error) {
+	if uniq == "" {
+		return false, nil
+	}
+	offs, err := s.disp.idx.Query(topicName+"#"+uniq, since.UnixMilli(), s.opts.Clock.Now().Add(time.Hour).UnixMilli(), 16)
+	if err != nil {
+		return false, err
+	}
+	for _, off := range offs {
+		m, err := s.ReadAt(off)
+		if err != nil {
+			return false, err
+		}
+		if m.UniqKey == uniq && m.Topic == topicName {
+			return true, nil
+		}
+	}
+	return false, nil
+}

@@ -1,0 +1,206 @@
+package mqlite
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/mqlite/mqlite/clock"
+	"github.com/mqlite/mqlite/internal/vfs"
+)
+
+var t0 = time.Date(2026, 11, 29, 0, 0, 0, 0, time.UTC)
+
+// readN blocks until queue q of topic holds n messages from offset 0 and
+// returns them.
+func readN(t *testing.T, s *Store, topic string, q int, n int) []*MessageExt {
+	t.Helper()
+	return readRange(t, s, topic, q, 0, n)
+}
+
+// readRange blocks until queue q of topic holds messages [from, to) and
+// returns them.
+func readRange(t *testing.T, s *Store, topic string, q int, from, to int) []*MessageExt {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var out []*MessageExt
+	for from+len(out) < to {
+		ms, err := s.ReadQueue(ctx, topic, q, int64(from+len(out)), to-from-len(out))
+		require.NoError(t, err, "waiting for message %d of [%d, %d)", from+len(out), from, to)
+		out = append(out, ms...)
+	}
+	return out
+}
+
+func delayStore(t *testing.T, fs vfs.FS, clk *clock.Fake) *Store {
+	t.Helper()
+	s, err := openFS(fs, "/d", &Options{Clock: clk, SegmentSize: 1 << 20})
+	require.NoError(t, err)
+	return s
+}
+
+// TestDelayLevelsDeliverOnTime sends one message per level (and three at
+// level 2, which keep their order), then moves the clock to each due time:
+// every message lands exactly then, never before.
+func TestDelayLevelsDeliverOnTime(t *testing.T) {
+	clk := clock.NewFake(t0)
+	s := delayStore(t, vfs.NewMem(), clk)
+	defer s.Close()
+	require.NoError(t, s.CreateTopic("d", TopicConfig{Queues: 1}))
+	type want struct {
+		body string
+		due  time.Time
+	}
+	var wants []want
+	send := func(level int, body string) {
+		_, err := s.Put(context.Background(), &Message{Topic: "d", DelayLevel: level, Body: []byte(body)}, 0)
+		require.NoError(t, err)
+		wants = append(wants, want{body, t0.Add(DefaultDelayLevels[level-1])})
+	}
+	for level := len(DefaultDelayLevels); level >= 1; level-- {
+		send(level, fmt.Sprintf("level-%d", level))
+	}
+	send(2, "level-2-b")
+	send(2, "level-2-c")
+	slices.SortStableFunc(wants, func(a, b want) int { return a.due.Compare(b.due) })
+
+	got := 0
+	for i := 0; i < len(wants); {
+		due := wants[i].due
+		j := i
+		for j < len(wants) && wants[j].due.Equal(due) {
+			j++
+		}
+		require.NoError(t, s.WaitVisible(context.Background()))
+		max, err := s.MaxOffset("d", 0)
+		require.NoError(t, err)
+		require.Equal(t, int64(got), max, "nothing delivered before %s", due.Sub(t0))
+		clk.Set(due)
+		msgs := readN(t, s, "d", 0, j)
+		for k := i; k < j; k++ {
+			m := msgs[k]
+			require.Equal(t, wants[k].body, string(m.Body))
+			require.Equal(t, due, m.StoreTimestamp.UTC(), "%s delivered at its due time", m.Body)
+			require.Zero(t, m.DelayLevel)
+			require.NotContains(t, m.Properties, "REAL_TOPIC")
+		}
+		got, i = j, j
+	}
+}
+
+// TestDelaysSurviveRestart delivers the first level, restarts, then the
+// rest: each message exactly once.
+func TestDelaysSurviveRestart(t *testing.T) {
+	clk := clock.NewFake(t0)
+	fs := vfs.NewMem()
+	s := delayStore(t, fs, clk)
+	require.NoError(t, s.CreateTopic("d", TopicConfig{Queues: 2}))
+	for i, level := range []int{1, 3, 5, 1, 3, 5} {
+		_, err := s.Put(context.Background(), &Message{Topic: "d", DelayLevel: level, Keys: []string{fmt.Sprint(i)}, Body: []byte(fmt.Sprint(i))}, i%2)
+		require.NoError(t, err)
+	}
+	clk.Advance(time.Second)
+	readN(t, s, "d", 0, 1)
+	readN(t, s, "d", 1, 1)
+	require.NoError(t, s.Close())
+
+	s = delayStore(t, fs, clk)
+	defer s.Close()
+	clk.Advance(10 * time.Minute)
+	seen := map[string]int{}
+	for q := range 2 {
+		for _, m := range readN(t, s, "d", q, 3) {
+			seen[string(m.Body)]++
+		}
+	}
+	require.NoError(t, s.WaitVisible(context.Background()))
+	require.Equal(t, map[string]int{"0": 1, "1": 1, "2": 1, "3": 1, "4": 1, "5": 1}, seen)
+	for q := range 2 {
+		max, err := s.MaxOffset("d", q)
+		require.NoError(t, err)
+		require.Equal(t, int64(3), max, "no duplicates in queue %d", q)
+	}
+}
+
+func TestBadDelaysAreRefused(t *testing.T) {
+	clk := clock.NewFake(t0)
+	s := delayStore(t, vfs.NewMem(), clk)
+	defer s.Close()
+	before := s.log.WrotePosition()
+	for name, m := range map[string]*Message{
+		"level past the table": {Topic: "d", DelayLevel: 19, Body: []byte("x")},
+		"negative level":       {Topic: "d", DelayLevel: -3, Body: []byte("x")},
+		"deliver-at too far":   {Topic: "d", DeliverAt: t0.Add(72*time.Hour + time.Second), Body: []byte("x")},
+	} {
+		_, err := s.Put(context.Background(), m, 0)
+		require.ErrorIs(t, err, ErrInvalidDelay, name)
+	}
+	_, err := s.PutBatch(context.Background(), []*Message{{Topic: "d", DelayLevel: 1, Body: []byte("x")}}, 0)
+	require.ErrorIs(t, err, ErrInvalidDelay)
+	require.Equal(t, before, s.log.WrotePosition())
+	_, err = Open("x", &Options{InMemory: true, DelayLevels: []time.Duration{time.Second, 0}})
+	require.ErrorIs(t, err, ErrInvalidArgument)
+}
+
+// TestTimersFireOnTime spreads timers over a virtual day with millisecond
+// deliver-at times, restarts halfway, and moves the clock to each due
+// second: every timer is delivered once, within a second after its time.
+func TestTimersFireOnTime(t *testing.T) {
+	n := 100_000
+	if testing.Short() {
+		n = 5_000
+	}
+	clk := clock.NewFake(t0)
+	fs := vfs.NewMem()
+	s, err := openFS(fs, "/d", &Options{Clock: clk, SegmentSize: 8 << 20})
+	require.NoError(t, err)
+	require.NoError(t, s.CreateTopic("tm", TopicConfig{Queues: 1}))
+	rng := rand.New(rand.NewPCG(7, 7))
+	at := map[string]time.Time{}
+	var dues []time.Time
+	p, err := s.NewProducer(ProducerOptions{})
+	require.NoError(t, err)
+	for i := range n {
+		d := t0.Add(time.Duration(1 + rng.Int64N(int64(24*time.Hour/time.Millisecond))) * time.Millisecond)
+		body := fmt.Sprint(i)
+		at[body] = d
+		dues = append(dues, d)
+		require.NoError(t, p.SendOneway(&Message{Topic: "tm", DeliverAt: d, Body: []byte(body)}))
+	}
+	slices.SortFunc(dues, func(a, b time.Time) int { return a.Compare(b) })
+	delivered := 0
+	restarted := false
+	for i := 0; i < n; {
+		sec := dues[i].Truncate(time.Second)
+		if !dues[i].Equal(sec) {
+			sec = sec.Add(time.Second)
+		}
+		j := i
+		for j < n && !dues[j].After(sec) {
+			j++
+		}
+		if !restarted && j > n/2 {
+			restarted = true
+			require.NoError(t, s.Close())
+			s, err = openFS(fs, "/d", &Options{Clock: clk, SegmentSize: 8 << 20})
+			require.NoError(t, err)
+		}
+		clk.Set(sec)
+		for _, m := range readRange(t, s, "tm", 0, delivered, j) {
+			late := m.StoreTimestamp.Sub(at[string(m.Body)])
+			require.True(t, late >= 0 && late < time.Second, "timer %s delivered %s after its time", m.Body, late)
+		}
+		delivered, i = j, j
+	}
+	require.NoError(t, s.WaitVisible(context.Background()))
+	max, err := s.MaxOffset("tm", 0)
+	require.NoError(t, err)
+	require.Equal(t, int64(n), max, "each timer once")
+	require.NoError(t, s.Close())
+}

@@ -1,0 +1,343 @@
+package mqlite
+
+import (
+	"cmp"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/mqlite/mqlite/consumequeue"
+	"github.com/mqlite/mqlite/internal/cfgfile"
+	"github.com/mqlite/mqlite/internal/errs"
+	"github.com/mqlite/mqlite/internal/vfs"
+	"github.com/mqlite/mqlite/message"
+	"github.com/mqlite/mqlite/topic"
+)
+
+const (
+	timerDir     = "timer"
+	timerFile    = "timer.json"
+	timerMagic   = 0x4D51544D // "MQTM"
+	timerVersion = 1
+	bucketSecs   = 60 // one bucket file per minute of due times
+	bucketEntry  = 16 // CommitLog offset u64 | due unix seconds u32 | CRC32-C u32
+	timerBatch   = 4096
+)
+
+// timers delivers messages with a deliver-at time (RocketMQ 5 timer
+// messages). Such a message is stored in the timer topic; the dispatcher
+// puts its due second (rounded up) in the ConsumeQueue tags code. The
+// timer goroutine tails that queue and appends each entry to the bucket
+// file of its due minute under timer/ (synced before the tail position is
+// saved), so pending timers live on disk: memory holds only the entries of
+// the minute being delivered. When a minute comes due its file is loaded,
+// sorted, and delivered in due order; the file is removed when done.
+// After a restart a bucket that was being delivered is delivered again,
+// skipping messages the index shows were delivered already.
+type timers struct {
+	s    *Store
+	dir  string
+	quit chan struct{}
+	done chan struct{}
+
+	enqueued int64 // next timer-queue offset to bucket; saved in timer.json
+	buckets  []int64
+	cur      []timerEntry // entries of due buckets, by due time
+	curEnd   int64        // buckets below this are loaded into cur
+	verify   bool         // cur may hold messages delivered before a restart
+}
+
+type timerEntry struct {
+	off int64
+	due int64 // unix seconds
+}
+
+type timerState struct {
+	Enqueued int64 `json:"enqueued"`
+}
+
+func newTimers(s *Store) (*timers, error) {
+	t := &timers{s: s, dir: s.path(timerDir), quit: make(chan struct{}), done: make(chan struct{}), verify: true}
+	if _, err := s.topics.EnsureAtLeast(topic.Timer, 1); err != nil {
+		return nil, err
+	}
+	var st timerState
+	if _, err := cfgfile.Read(s.fs, s.path(configDir), timerFile, timerMagic, timerVersion, &st); err != nil {
+		return nil, err
+	}
+	t.enqueued = st.Enqueued
+	if err := s.fs.MkdirAll(t.dir, 0o755); err != nil {
+		return nil, fmt.Errorf("mqlite: create %s: %w (%w)", t.dir, errs.ErrIO, err)
+	}
+	names, err := s.fs.ReadDir(t.dir)
+	if err != nil {
+		return nil, fmt.Errorf("mqlite: list %s: %w (%w)", t.dir, errs.ErrIO, err)
+	}
+	for _, n := range names {
+		b, err := strconv.ParseInt(n, 10, 64)
+		if err != nil || b%bucketSecs != 0 {
+			s.opts.Logger.Warn("mqlite: ignoring unexpected file", "path", filepath.Join(t.dir, n))
+			continue
+		}
+		t.buckets = append(t.buckets, b)
+	}
+	slices.Sort(t.buckets)
+	return t, nil
+}
+
+func (t *timers) start() { go t.run() }
+
+func (t *timers) stop() {
+	close(t.quit)
+	<-t.done
+}
+
+func (t *timers) run() {
+	defer close(t.done)
+	q, err := t.s.disp.cq.Queue(topic.Timer, 0, true)
+	if err != nil {
+		t.s.opts.Logger.Error("mqlite: timer service stopped", "err", err)
+		return
+	}
+	for {
+		if err := t.enqueue(q); err != nil {
+			if !t.failed("bucketing timers", err) {
+				return
+			}
+			continue
+		}
+		next, err := t.deliverDue()
+		if err != nil {
+			if !t.failed("delivering timers", err) {
+				return
+			}
+			continue
+		}
+		ch, err := t.s.disp.waitCh(q, t.enqueued)
+		if err != nil {
+			return // closing or fenced
+		}
+		var ch2 <-chan struct{} = ch
+		if next > 0 {
+			if !sleepUntil(t.s.opts.Clock, time.Unix(next, 0), ch2, t.quit) {
+				return
+			}
+		} else {
+			select {
+			case <-ch2:
+			case <-t.quit:
+				return
+			}
+		}
+	}
+}
+
+// failed logs err and waits before a retry; false when stopping.
+func (t *timers) failed(what string, err error) bool {
+	if errors.Is(err, errs.ErrClosed) {
+		return false
+	}
+	t.s.opts.Logger.Warn("mqlite: "+what+" failed; retrying", "err", err)
+	tm := t.s.opts.Clock.NewTimer(deliverRetry)
+	defer tm.Stop()
+	select {
+	case <-tm.C():
+		return true
+	case <-t.quit:
+		return false
+	}
+}
+
+// enqueue moves new timer-queue entries into bucket files (or straight
+// into cur when their bucket is loaded), then saves the tail position.
+func (t *timers) enqueue(q *consumequeue.Queue) error {
+	if t.enqueued < q.MinOffset() {
+		t.enqueued = q.MinOffset()
+	}
+	var buf [timerBatch]consumequeue.Entry
+	for t.enqueued < q.MaxOffset() {
+		n, err := q.Read(t.enqueued, buf[:])
+		if err != nil {
+			return err
+		}
+		pending := map[int64][]byte{}
+		for _, e := range buf[:n] {
+			due := int64(e.TagsCode)
+			b := due - due%bucketSecs
+			if b < t.curEnd {
+				t.cur = append(t.cur, timerEntry{e.Offset, due})
+			}
+			pending[b] = appendBucketEntry(pending[b], e.Offset, due)
+		}
+		for b, data := range pending {
+			if err := t.appendBucket(b, data); err != nil {
+				return err
+			}
+		}
+		if err := t.s.fs.SyncDir(t.dir); err != nil {
+			return fmt.Errorf("mqlite: sync %s: %w (%w)", t.dir, errs.ErrIO, err)
+		}
+		t.enqueued += int64(n)
+		if err := cfgfile.Write(t.s.fs, t.s.path(configDir), timerFile, timerMagic, timerVersion, timerState{t.enqueued}); err != nil {
+			return err
+		}
+	}
+	slices.SortStableFunc(t.cur, func(a, b timerEntry) int { return cmp.Compare(a.due, b.due) })
+	return nil
+}
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+func appendBucketEntry(dst []byte, off, due int64) []byte {
+	var e [bucketEntry]byte
+	binary.LittleEndian.PutUint64(e[0:], uint64(off))
+	binary.LittleEndian.PutUint32(e[8:], uint32(due))
+	binary.LittleEndian.PutUint32(e[12:], crc32.Checksum(e[:12], castagnoli))
+	return append(dst, e[:]...)
+}
+
+func (t *timers) bucketPath(b int64) string {
+	return filepath.Join(t.dir, fmt.Sprintf("%012d", b))
+}
+
+// appendBucket appends entries to bucket b's file and syncs it.
+func (t *timers) appendBucket(b int64, data []byte) error {
+	path := t.bucketPath(b)
+	f, err := t.s.fs.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return fmt.Errorf("mqlite: open %s: %w (%w)", path, errs.ErrIO, err)
+	}
+	defer f.Close()
+	size, err := f.Size()
+	if err == nil {
+		size -= size % bucketEntry // drop a torn entry
+		_, err = f.WriteAt(data, size)
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if err != nil {
+		return fmt.Errorf("mqlite: write %s: %w (%w)", path, errs.ErrIO, err)
+	}
+	if i, found := slices.BinarySearch(t.buckets, b); !found {
+		t.buckets = slices.Insert(t.buckets, i, b)
+	}
+	return nil
+}
+
+// loadBucket reads bucket b into cur, skipping damaged entries (they are
+// reported) and duplicates.
+func (t *timers) loadBucket(b int64) error {
+	data, err := vfs.ReadFile(t.s.fs, t.bucketPath(b))
+	if err != nil && !errors.Is(err, vfs.ErrNotExist) {
+		return fmt.Errorf("mqlite: read %s: %w (%w)", t.bucketPath(b), errs.ErrIO, err)
+	}
+	seen := map[int64]bool{}
+	for p := 0; p+bucketEntry <= len(data); p += bucketEntry {
+		e := data[p : p+bucketEntry]
+		if binary.LittleEndian.Uint32(e[12:]) != crc32.Checksum(e[:12], castagnoli) {
+			t.s.opts.Logger.Error("mqlite: damaged timer entry skipped", "path", t.bucketPath(b), "offset", p)
+			continue
+		}
+		off := int64(binary.LittleEndian.Uint64(e))
+		if !seen[off] {
+			seen[off] = true
+			t.cur = append(t.cur, timerEntry{off, int64(binary.LittleEndian.Uint32(e[8:]))})
+		}
+	}
+	return nil
+}
+
+// deliverDue delivers every entry due by now and returns the unix second
+// of the next due entry or bucket (0: none pending).
+func (t *timers) deliverDue() (int64, error) {
+	now := t.s.opts.Clock.Now().Unix()
+	for len(t.buckets) > 0 && t.buckets[0] <= now {
+		b := t.buckets[0]
+		if b >= t.curEnd {
+			if err := t.loadBucket(b); err != nil {
+				return 0, err
+			}
+			t.curEnd = b + bucketSecs
+		}
+		slices.SortStableFunc(t.cur, func(a, b timerEntry) int { return cmp.Compare(a.due, b.due) })
+		for len(t.cur) > 0 && t.cur[0].due <= now {
+			if err := t.deliver(t.cur[0].off); err != nil {
+				return 0, err
+			}
+			t.cur = t.cur[1:]
+		}
+		if len(t.cur) > 0 {
+			return t.cur[0].due, nil // the rest of this bucket is due later
+		}
+		t.cur = nil
+		if err := t.s.fs.Remove(t.bucketPath(b)); err != nil && !errors.Is(err, vfs.ErrNotExist) {
+			return 0, fmt.Errorf("mqlite: remove %s: %w (%w)", t.bucketPath(b), errs.ErrIO, err)
+		}
+		t.buckets = t.buckets[1:]
+		t.verify = false
+	}
+	if len(t.cur) > 0 {
+		return t.cur[0].due, nil
+	}
+	if len(t.buckets) > 0 {
+		return t.buckets[0], nil
+	}
+	return 0, nil
+}
+
+// deliver stores the timer message at off in its real topic and queue.
+func (t *timers) deliver(off int64) error {
+	m, err := t.s.ReadAt(off)
+	if err != nil {
+		if errors.Is(err, errs.ErrNotFound) {
+			return nil // removed by retention
+		}
+		return err
+	}
+	real, queue, err := fromSchedule(&m.Message)
+	if err != nil {
+		t.s.opts.Logger.Error("mqlite: dropping a malformed timer message", "offset", off, "err", err)
+		return nil
+	}
+	if t.verify {
+		if ok, err := t.s.hasUniqKey(real.Topic, real.UniqKey, m.StoreTimestamp); err != nil || ok {
+			return err
+		}
+	}
+	if t.s.topics.Queues(real.Topic) <= queue {
+		t.s.opts.Logger.Warn("mqlite: dropping a timer message for a missing topic or queue", "topic", real.Topic, "queue", queue)
+		return nil
+	}
+	res, err := t.s.append(context.Background(), real, queue, true, true)
+	if err != nil {
+		return err
+	}
+	t.s.kick(res.End())
+	return nil
+}
+
+// toTimer rewrites a message with a future deliver-at time into the timer
+// topic; one already due is stored as is.
+func (s *Store) toTimer(m *Message, queue int) (*Message, int, error) {
+	c := *m
+	if !m.DeliverAt.After(s.opts.Clock.Now()) {
+		c.DeliverAt = time.Time{}
+		return &c, queue, nil
+	}
+	c.Topic = topic.Timer
+	c.Properties = make(map[string]string, len(m.Properties)+2)
+	for k, v := range m.Properties {
+		c.Properties[k] = v
+	}
+	c.Properties[message.PropRealTopic] = m.Topic
+	c.Properties[message.PropRealQueueID] = strconv.Itoa(queue)
+	return &c, 0, nil
+}

@@ -43,8 +43,8 @@ type dispatcher struct {
 
 	mu struct {
 		sync.Mutex
-		dispatched int64 // published progress, for the checkpoint
-		err        error // a dispatch failure: the store is fenced
+		dispatched int64               // published progress, for the checkpoint
+		err        error               // a dispatch failure: the store is fenced
 		waiters    map[waitKey]*waiter // one per position: repeated waits share it
 	}
 }

@@ -167,7 +167,7 @@ func TestTimersFireOnTime(t *testing.T) {
 	p, err := s.NewProducer(ProducerOptions{})
 	require.NoError(t, err)
 	for i := range n {
-		d := t0.Add(time.Duration(1 + rng.Int64N(int64(24*time.Hour/time.Millisecond))) * time.Millisecond)
+		d := t0.Add(time.Duration(1+rng.Int64N(int64(24*time.Hour/time.Millisecond))) * time.Millisecond)
 		body := fmt.Sprint(i)
 		at[body] = d
 		dues = append(dues, d)

@@ -72,6 +72,15 @@ type Options struct {
 	// DefaultDelayLevels (RocketMQ's 18, 1s to 2h). At most 64.
 	DelayLevels []time.Duration
 
+	// Transaction check-back (see package txn); zero values mean
+	// RocketMQ's defaults: every 60 s, for half messages older than 6 s,
+	// at most 15 checks, then discarded (or parked in
+	// TRANS_CHECK_MAX_TIME_TOPIC with TxParkAfterMax).
+	TxCheckInterval time.Duration
+	TxTimeout       time.Duration
+	TxMaxChecks     int
+	TxParkAfterMax  bool
+
 	ConsumeQueueEntries int // entries per ConsumeQueue file; default 300,000
 	IndexSlots          int // hash slots per IndexFile; default 1<<20 (1<<14 in memory)
 	IndexEntries        int // entries per IndexFile; default 4,000,000 (1<<16 in memory)

@@ -17,6 +17,7 @@ import (
 	"github.com/mqlite/mqlite/internal/errs"
 	"github.com/mqlite/mqlite/internal/vfs"
 	"github.com/mqlite/mqlite/topic"
+	"github.com/mqlite/mqlite/txn"
 )
 
 const (
@@ -51,6 +52,7 @@ type Store struct {
 	topics      *topic.Registry
 	sched       *scheduler
 	timers      *timers
+	txn         *txn.Service
 
 	handles struct { // producers and consumers, closed by Close
 		sync.Mutex
@@ -106,6 +108,10 @@ func openFS(fs vfs.FS, dir string, opts *Options) (*Store, error) {
 	go s.checkpointLoop()
 	s.sched.start()
 	s.timers.start()
+	if err := s.txn.Start(); err != nil {
+		s.Close()
+		return nil, err
+	}
 	return s, nil
 }
 
@@ -162,6 +168,9 @@ func (s *Store) open() error {
 		return err
 	}
 	if s.timers, err = newTimers(s); err != nil {
+		return err
+	}
+	if s.txn, err = s.newTxnService(); err != nil {
 		return err
 	}
 	return nil
@@ -288,11 +297,12 @@ func (s *Store) Close() error {
 		s.closed.Store(true) // under the lock: no handle is added after
 		s.handles.Unlock()
 		hErr := s.closeHandles()
+		txErr := s.txn.Close()
 		s.timers.stop()
 		schedErr := s.sched.stop()
 		close(s.cpQuit)
 		<-s.cpDone
-		errList := []error{hErr, schedErr}
+		errList := []error{hErr, txErr, schedErr}
 		if s.gc != nil {
 			s.gc.Close()
 		}

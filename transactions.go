@@ -1,0 +1,141 @@
+package mqlite
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/mqlite/mqlite/consumequeue"
+	"github.com/mqlite/mqlite/internal/errs"
+	"github.com/mqlite/mqlite/message"
+	"github.com/mqlite/mqlite/topic"
+	"github.com/mqlite/mqlite/txn"
+)
+
+// ErrLocalTx: a local transaction panicked or returned no valid state;
+// its message is left to check-back.
+var ErrLocalTx = txn.ErrLocalTx
+
+// TxState is a local transaction's outcome; see package txn.
+type TxState = txn.TxState
+
+// Transaction outcomes, as RocketMQ names them.
+const (
+	CommitMessage   = txn.CommitMessage
+	RollbackMessage = txn.RollbackMessage
+	TxUnknown       = txn.Unknown
+)
+
+// TransactionChecker answers a check-back for a half message whose
+// outcome is unknown; see txn.Checker.
+type TransactionChecker = txn.Checker
+
+// LocalTransaction runs the local part of a transaction; see txn.LocalTx.
+type LocalTransaction = txn.LocalTx
+
+// TransactionProducer sends transactional messages; see txn.Producer.
+type TransactionProducer = txn.Producer
+
+// TransactionOptions configure a TransactionProducer.
+type TransactionOptions = txn.ProducerOptions
+
+// NewTransactionProducer returns a producer of transactional messages
+// whose group's unresolved half messages checker answers (also those left
+// from before a restart). The store closes it on Close.
+func (s *Store) NewTransactionProducer(checker TransactionChecker, opts TransactionOptions) (*TransactionProducer, error) {
+	if s.closed.Load() {
+		return nil, errs.ErrClosed
+	}
+	p, err := txn.NewProducer(s.txn, checker, opts)
+	if err != nil {
+		return nil, err
+	}
+	if !s.addHandle(p) {
+		p.Close()
+		return nil, errs.ErrClosed
+	}
+	return p, nil
+}
+
+// CheckTransactions runs one check-back round now over everything stored
+// before the call (the service also runs one every
+// Options.TxCheckInterval).
+func (s *Store) CheckTransactions(ctx context.Context) error {
+	if err := s.WaitVisible(ctx); err != nil {
+		return err
+	}
+	return s.txn.CheckNow(ctx)
+}
+
+// PendingTransactions is the number of half messages not yet resolved, as
+// of the last check-back round.
+func (s *Store) PendingTransactions() int { return s.txn.Pending() }
+
+func (s *Store) newTxnService() (*txn.Service, error) {
+	return txn.NewService(txnStore{s}, txn.ServiceOptions{FS: s.fs, Dir: s.path(configDir), Clock: s.opts.Clock,
+		Logger: s.opts.Logger, CheckInterval: s.opts.TxCheckInterval, Timeout: s.opts.TxTimeout,
+		MaxChecks: s.opts.TxMaxChecks, ParkAfterMax: s.opts.TxParkAfterMax})
+}
+
+// txnStore is the Store the transaction service sees.
+type txnStore struct{ s *Store }
+
+func (t txnStore) Validate(m *message.Message) error { return producerStore(t).Validate(m) }
+
+func (t txnStore) QueueCount(name string, auto int) (int, error) {
+	return producerStore(t).QueueCount(name, auto)
+}
+
+func (t txnStore) Append(ctx context.Context, m *message.Message, queue int) (message.PutResult, error) {
+	if topic.IsSystem(m.Topic) {
+		if _, err := t.s.sysQueueCount(m.Topic, 1); err != nil {
+			return message.PutResult{}, err
+		}
+	}
+	res, err := t.s.append(ctx, m, queue, true, true)
+	if err != nil {
+		return res, err
+	}
+	return res, t.s.awaitDurable(ctx, res.End())
+}
+
+func (t txnStore) Read(name string, queue int, from int64, max int) ([]*message.MessageExt, error) {
+	q, err := t.s.cqueue(name, queue)
+	if err != nil {
+		return nil, err
+	}
+	if from < q.MinOffset() {
+		return nil, fmt.Errorf("mqlite: offset %d below the queue's minimum %d: %w", from, q.MinOffset(), errs.ErrNotFound)
+	}
+	n := int(min(int64(max), q.MaxOffset()-from))
+	if n <= 0 {
+		return nil, nil
+	}
+	entries := make([]consumequeue.Entry, n)
+	n, err = q.Read(from, entries)
+	out := make([]*message.MessageExt, 0, n)
+	for i, e := range entries[:n] {
+		m, rerr := t.s.readEntry(name, queue, from+int64(i), e)
+		if rerr != nil {
+			return out, rerr
+		}
+		out = append(out, m)
+	}
+	return out, err
+}
+
+func (t txnStore) MaxOffset(name string, queue int) (int64, error) { return t.s.MaxOffset(name, queue) }
+
+func (t txnStore) ReadAt(off int64) (*message.MessageExt, error) { return t.s.ReadAt(off) }
+
+// HasUniqKey waits until everything stored so far is indexed, then looks
+// the key up.
+func (t txnStore) HasUniqKey(name, uniq string, since time.Time) (bool, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := t.s.WaitVisible(ctx); err != nil && !errors.Is(err, errs.ErrFlushTimeout) {
+		return false, err
+	}
+	return t.s.hasUniqKey(name, uniq, since)
+}

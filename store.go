@@ -53,6 +53,7 @@ type Store struct {
 	sched       *scheduler
 	timers      *timers
 	txn         *txn.Service
+	retry       retryPolicies
 
 	handles struct { // producers and consumers, closed by Close
 		sync.Mutex

@@ -81,22 +81,8 @@ func (s *Store) ReadQueue(ctx context.Context, topic string, queue int, from int
 	if err != nil {
 		return nil, err
 	}
-	for {
-		if from < q.MinOffset() {
-			return nil, fmt.Errorf("mqlite: offset %d below the queue's minimum %d: %w", from, q.MinOffset(), errs.ErrNotFound)
-		}
-		if q.MaxOffset() > from {
-			break
-		}
-		ch, err := s.disp.waitCh(q, from)
-		if err != nil {
-			return nil, err
-		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
+	if err := s.waitQueue(ctx, q, from); err != nil {
+		return nil, err
 	}
 	entries := make([]consumequeue.Entry, min(max, int(q.MaxOffset()-from)))
 	n, err := q.Read(from, entries)

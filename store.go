@@ -12,6 +12,7 @@ import (
 
 	"github.com/mqlite/mqlite/commitlog"
 	"github.com/mqlite/mqlite/consumequeue"
+	"github.com/mqlite/mqlite/consumer"
 	"github.com/mqlite/mqlite/flush"
 	"github.com/mqlite/mqlite/indexfile"
 	"github.com/mqlite/mqlite/internal/errs"
@@ -54,6 +55,7 @@ type Store struct {
 	timers      *timers
 	txn         *txn.Service
 	retry       retryPolicies
+	consumers   *consumer.Manager
 
 	handles struct { // producers and consumers, closed by Close
 		sync.Mutex
@@ -172,6 +174,9 @@ func (s *Store) open() error {
 		return err
 	}
 	if s.txn, err = s.newTxnService(); err != nil {
+		return err
+	}
+	if s.consumers, err = s.newConsumers(); err != nil {
 		return err
 	}
 	return nil
@@ -297,13 +302,14 @@ func (s *Store) Close() error {
 		s.handles.Lock()
 		s.closed.Store(true) // under the lock: no handle is added after
 		s.handles.Unlock()
+		cErr := s.consumers.Close()
 		hErr := s.closeHandles()
 		txErr := s.txn.Close()
 		s.timers.stop()
 		schedErr := s.sched.stop()
 		close(s.cpQuit)
 		<-s.cpDone
-		errList := []error{hErr, txErr, schedErr}
+		errList := []error{cErr, hErr, txErr, schedErr}
 		if s.gc != nil {
 			s.gc.Close()
 		}

@@ -1,0 +1,75 @@
+// Package consumer owns mqlite's consumer side: consumer groups and their
+// members, push and pull consumers, clustering and broadcasting, rebalance
+// with RocketMQ's allocation strategies, queue locks for orderly and
+// hand-off, committed offsets and their persistence, local retries and the
+// hand-off of failed messages to the store's retry path, flow control and
+// consume timeouts. It talks to the message store only through the Store
+// interface (store.go), which the root package implements; the root creates
+// one Manager per store and re-exports the handles.
+//
+// # Groups and members
+//
+// A group has subscriptions (topic + Filter) and a MessageModel. In
+// Clustering each queue of a subscribed topic belongs to one live member at
+// a time: the group's queues are divided by an AllocateStrategy
+// (Averagely, AveragelyByCircle, ConsistentHash, computed exactly as
+// RocketMQ does over sorted queue ids and sorted member ids), and divided
+// again whenever a member joins or leaves and every RebalanceInterval
+// (queue counts may change; the retry topic may appear). Members also
+// consume the group's retry topic "%RETRY%"+group. In Broadcasting every
+// member consumes every queue and keeps its own progress, keyed by its
+// InstanceName.
+//
+// A queue moves between members by a clean hand-off: the new owner waits
+// for the queue's lock, which the old owner gives back only after its
+// running handler calls returned and their offsets were committed. So a
+// rebalance redelivers nothing when handlers succeed. A member stuck
+// draining a removed queue loses the lock LockExpiry after the removal.
+//
+// # Delivery
+//
+// Each held queue has a fetcher goroutine long-polling Store.Pull (no
+// sleep loop: Pull blocks until the store has a message), pausing while
+// the queue's cache is full (QueueCacheCount messages or QueueCacheBytes).
+// A PushConsumer hands batches to a bounded pool of handler goroutines
+// through a FIFO of queue tokens; a worker takes the next batch from the
+// queue itself, so batches start in offset order. Concurrent consumers run
+// many batches of a queue at once and commit the lowest offset not yet
+// consumed; a failed batch goes to Store.SendBack (or is retried locally
+// after SuspendInterval when that fails). Orderly consumers run at most one
+// batch per queue at a time, in order; a failure suspends the queue and
+// retries locally, and after MaxReconsumeTimes retries the batch is sent
+// back (the store routes it to the DLQ) so a queue is never blocked
+// forever. A handler call longer than ConsumeTimeout has its context
+// cancelled and counts as failed; a panic counts as failed.
+//
+// A PullConsumer buffers fetched messages per queue; Poll returns them,
+// blocking until one is there. Commit, CommitOffset and AutoCommit decide
+// what is committed; Seek and SeekToTime move the position.
+//
+// # Offsets
+//
+// Committed offsets are the next offset to consume, per (group, topic,
+// queue), or per (group, instance, topic, queue) for broadcasting. They are
+// kept in memory, written to OffsetsFile every PersistInterval when they
+// changed, and on Close and Shutdown. A group with no offset for a queue
+// starts where ConsumeFromWhere says, and that start is committed at once.
+// After a crash delivery resumes from the last persisted offsets: messages
+// consumed after the last write are delivered again (at-least-once), none
+// is skipped. Group configs and subscriptions are kept in GroupsFile.
+// format.go describes both files' frame (magic, version, length, CRC32-C,
+// JSON body).
+//
+// # Caveats
+//
+//   - A handler must honour its context: Close and the consume timeout
+//     cancel it but cannot stop a call that ignores it, and Close waits for
+//     running calls to return.
+//   - Do not call Close or Shutdown from inside a handler: they wait for
+//     running handler calls, that one included.
+//   - Manually assigned pull consumers (Assign) take no queue locks; the
+//     caller decides who reads what.
+//   - ReconsumeLater of a broadcasting consumer retries locally and then
+//     drops the message (there is no per-member retry topic), as RocketMQ
+//     drops broadcast failures.
+package consumer

@@ -1,0 +1,26 @@
+package consumer
+
+import "github.com/mqlite/mqlite/internal/errs"
+
+// The sentinel errors returned (wrapped) by this package. They are the same
+// values as mqlite's shared sentinels, so errors.Is matches whichever name a
+// caller uses.
+var (
+	// ErrClosed: the Manager or the consumer was closed (or shut down).
+	ErrClosed = errs.ErrClosed
+	// ErrCorrupt: a config file failed its magic, version, length or
+	// CRC32-C check. The error is a *CorruptError naming the file.
+	ErrCorrupt = errs.ErrCorrupt
+	// ErrNotFound: the queue is not assigned to this consumer.
+	ErrNotFound = errs.ErrNotFound
+	// ErrInvalidArgument: a bad group name, option, topic, offset or count.
+	ErrInvalidArgument = errs.ErrInvalidArgument
+	// ErrTopicNotFound: Subscribe or Assign named a topic the store does not know.
+	ErrTopicNotFound = errs.ErrTopicNotFound
+	// ErrGroupNotFound: Lag, Offsets or Group named a group never seen.
+	ErrGroupNotFound = errs.ErrGroupNotFound
+)
+
+// CorruptError locates damaged data (file and byte offset). It matches
+// ErrCorrupt.
+type CorruptError = errs.CorruptError

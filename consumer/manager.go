@@ -1,0 +1,397 @@
+package consumer
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"github.com/mqlite/mqlite/clock"
+	"github.com/mqlite/mqlite/internal/vfs"
+)
+
+// Manager owns every consumer group of one store: their members, queue
+// locks, rebalancing, committed offsets and config files. The root package
+// creates one per Store. It is safe for concurrent use.
+//
+// Lock order: member.startMu, then group.rebalanceMu, Manager.mu,
+// group.mu, member.mu, pq.mu; offsetTable.mu and the work queue's and
+// delayer's mutexes are leaves.
+type Manager struct {
+	st      Store
+	o       ManagerOptions
+	clk     clock.Clock
+	log     *slog.Logger
+	offsets *offsetTable
+
+	persistMu   sync.Mutex // serialises writes of OffsetsFile; guards lastOffsets
+	lastOffsets []byte
+	cfgMu       sync.Mutex // serialises writes of GroupsFile; guards lastGroups
+	lastGroups  []byte
+
+	mu struct {
+		sync.Mutex
+		closed bool
+		groups map[string]*group
+	}
+	// closing is set (before mu.closed) when Close begins; group.join
+	// checks it under group.mu, so Close sees every member that joined.
+	closing atomic.Bool
+	quit    chan struct{}
+	done    chan struct{}
+}
+
+// NewManager loads the group configs and committed offsets from o.Dir
+// (created if missing) and starts the goroutine that persists offsets every
+// PersistInterval and rebalances every group every RebalanceInterval. A
+// damaged config file fails with an ErrCorrupt naming it.
+func NewManager(st Store, o ManagerOptions) (*Manager, error) {
+	o, err := o.withDefaults()
+	if st == nil {
+		err = errors.Join(err, fmt.Errorf("mqlite/consumer: nil Store: %w", ErrInvalidArgument))
+	}
+	if err != nil {
+		return nil, err
+	}
+	mg := &Manager{st: st, o: o, clk: o.Clock, log: o.Logger, offsets: newOffsetTable(),
+		quit: make(chan struct{}), done: make(chan struct{})}
+	mg.mu.groups = map[string]*group{}
+	if err := o.FS.MkdirAll(o.Dir, 0o755); err != nil {
+		return nil, fmt.Errorf("mqlite/consumer: config dir %s: %w", o.Dir, err)
+	}
+	if err := mg.load(); err != nil {
+		return nil, err
+	}
+	go mg.loop()
+	return mg, nil
+}
+
+// load reads both config files.
+func (mg *Manager) load() error {
+	var gb groupsBody
+	found, err := readConfig(mg.o.FS, mg.o.Dir, GroupsFile, GroupsMagic, &gb)
+	if err != nil {
+		return fmt.Errorf("mqlite/consumer: load groups: %w", err)
+	}
+	if found {
+		for i, r := range gb.Groups {
+			if err := r.check(); err != nil {
+				return fmt.Errorf("mqlite/consumer: load groups: %w", corruptAt(mg.o, GroupsFile, "group %d: %v", i, err))
+			}
+			mg.mu.groups[r.Name] = newGroup(mg, r)
+		}
+		mg.lastGroups, _ = encodeFile(GroupsMagic, gb)
+	}
+	var ob offsetsBody
+	found, err = readConfig(mg.o.FS, mg.o.Dir, OffsetsFile, OffsetsMagic, &ob)
+	if err != nil {
+		return fmt.Errorf("mqlite/consumer: load offsets: %w", err)
+	}
+	if found {
+		for i, r := range ob.Offsets {
+			if r.Group == "" || r.Topic == "" || r.Queue < 0 || r.Offset < 0 {
+				return fmt.Errorf("mqlite/consumer: load offsets: %w", corruptAt(mg.o, OffsetsFile, "record %d: %+v is invalid", i, r))
+			}
+		}
+		mg.offsets.load(ob.Offsets)
+		mg.lastOffsets, _ = encodeFile(OffsetsMagic, offsetsBody{Offsets: mg.offsets.snapshot("")})
+	}
+	return nil
+}
+
+// loop persists offsets and rebalances on the clock until Close.
+func (mg *Manager) loop() {
+	defer close(mg.done)
+	persist := mg.clk.NewTicker(mg.o.PersistInterval)
+	defer persist.Stop()
+	rebalance := mg.clk.NewTicker(mg.o.RebalanceInterval)
+	defer rebalance.Stop()
+	for {
+		select {
+		case <-mg.quit:
+			return
+		case <-persist.C():
+			if err := mg.persistOffsets(); err != nil {
+				mg.log.Warn("mqlite/consumer: persist offsets", "err", err)
+			}
+		case <-rebalance.C():
+			for _, g := range mg.groupList() {
+				g.rebalance()
+			}
+		}
+	}
+}
+
+// groupList returns the groups, sorted by name.
+func (mg *Manager) groupList() []*group {
+	mg.mu.Lock()
+	out := make([]*group, 0, len(mg.mu.groups))
+	for _, g := range mg.mu.groups {
+		out = append(out, g)
+	}
+	mg.mu.Unlock()
+	slices.SortFunc(out, func(a, b *group) int { return cmpString(a.name, b.name) })
+	return out
+}
+
+// lookup returns the named group, or ErrGroupNotFound.
+func (mg *Manager) lookup(name string) (*group, error) {
+	mg.mu.Lock()
+	defer mg.mu.Unlock()
+	if mg.mu.closed {
+		return nil, ErrClosed
+	}
+	g := mg.mu.groups[name]
+	if g == nil {
+		return nil, fmt.Errorf("mqlite/consumer: group %q: %w", name, ErrGroupNotFound)
+	}
+	return g, nil
+}
+
+// groupFor returns the named group, creating it (unpersisted until a
+// member joins) if needed.
+func (mg *Manager) groupFor(name string) (*group, error) {
+	mg.mu.Lock()
+	defer mg.mu.Unlock()
+	if mg.mu.closed {
+		return nil, ErrClosed
+	}
+	g := mg.mu.groups[name]
+	if g == nil {
+		g = newGroup(mg, groupRecord{Name: name})
+		mg.mu.groups[name] = g
+	}
+	return g, nil
+}
+
+// persistOffsets writes OffsetsFile if the offsets changed since the last
+// write.
+func (mg *Manager) persistOffsets() error {
+	mg.persistMu.Lock()
+	defer mg.persistMu.Unlock()
+	b, err := encodeFile(OffsetsMagic, offsetsBody{Offsets: mg.offsets.snapshot("")})
+	if err != nil {
+		return err
+	}
+	if bytes.Equal(b, mg.lastOffsets) {
+		return nil
+	}
+	if err := vfs.WriteFileAtomic(mg.o.FS, mg.o.Dir, OffsetsFile, b); err != nil {
+		return fmt.Errorf("mqlite/consumer: write %s: %w", OffsetsFile, err)
+	}
+	mg.lastOffsets = b
+	return nil
+}
+
+// saveGroups writes GroupsFile if any group's record changed.
+func (mg *Manager) saveGroups() error {
+	mg.cfgMu.Lock()
+	defer mg.cfgMu.Unlock()
+	var body groupsBody
+	for _, g := range mg.groupList() {
+		g.mu.Lock()
+		r := g.mu.rec
+		g.mu.Unlock()
+		if r.Model == "" { // never joined: nothing to keep
+			continue
+		}
+		body.Groups = append(body.Groups, r.clone())
+	}
+	b, err := encodeFile(GroupsMagic, body)
+	if err != nil {
+		return err
+	}
+	if bytes.Equal(b, mg.lastGroups) {
+		return nil
+	}
+	if err := vfs.WriteFileAtomic(mg.o.FS, mg.o.Dir, GroupsFile, b); err != nil {
+		return fmt.Errorf("mqlite/consumer: write %s: %w", GroupsFile, err)
+	}
+	mg.lastGroups = b
+	return nil
+}
+
+// PersistOffsets writes the committed offsets now (if they changed).
+func (mg *Manager) PersistOffsets() error {
+	if mg.isClosed() {
+		return ErrClosed
+	}
+	return mg.persistOffsets()
+}
+
+func (mg *Manager) isClosed() bool {
+	mg.mu.Lock()
+	defer mg.mu.Unlock()
+	return mg.mu.closed
+}
+
+// Close closes every consumer (as their Close does), stops the background
+// goroutine and persists the offsets. It is idempotent; afterwards every
+// call returns ErrClosed.
+func (mg *Manager) Close() error {
+	mg.mu.Lock()
+	if mg.mu.closed {
+		mg.mu.Unlock()
+		return nil
+	}
+	mg.closing.Store(true)
+	mg.mu.closed = true
+	mg.mu.Unlock()
+	var errList []error
+	for _, g := range mg.groupList() {
+		for _, m := range g.liveMembers() {
+			errList = append(errList, m.close())
+		}
+	}
+	close(mg.quit)
+	<-mg.done
+	errList = append(errList, mg.persistOffsets(), mg.saveGroups())
+	return errors.Join(errList...)
+}
+
+// Groups describes every group known (live or persisted), sorted by name.
+func (mg *Manager) Groups() []GroupInfo {
+	var out []GroupInfo
+	for _, g := range mg.groupList() {
+		if gi, ok := g.info(); ok {
+			out = append(out, gi)
+		}
+	}
+	return out
+}
+
+// Group describes one group; ErrGroupNotFound if it was never seen.
+func (mg *Manager) Group(name string) (GroupInfo, error) {
+	g, err := mg.lookup(name)
+	if err != nil {
+		return GroupInfo{}, err
+	}
+	gi, ok := g.info()
+	if !ok {
+		return GroupInfo{}, fmt.Errorf("mqlite/consumer: group %q: %w", name, ErrGroupNotFound)
+	}
+	return gi, nil
+}
+
+// QueueOffset is a committed offset: the next offset the group (or, for
+// broadcasting, the instance) consumes from the queue.
+type QueueOffset struct {
+	Queue
+	// Instance is the member's InstanceName for broadcasting groups, else "".
+	Instance string
+	// Offset is the next offset to consume.
+	Offset int64
+}
+
+// Offsets returns the committed offsets of group, sorted by instance,
+// topic and queue; ErrGroupNotFound if the group was never seen.
+func (mg *Manager) Offsets(group string) ([]QueueOffset, error) {
+	if _, err := mg.Group(group); err != nil {
+		return nil, err
+	}
+	recs := mg.offsets.snapshot(group)
+	out := make([]QueueOffset, len(recs))
+	for i, r := range recs {
+		out[i] = QueueOffset{Queue: Queue{r.Topic, r.Queue}, Instance: r.Instance, Offset: r.Offset}
+	}
+	return out, nil
+}
+
+// QueueLag is how far a group is behind on one queue.
+type QueueLag struct {
+	Queue
+	// Instance is the member's InstanceName for broadcasting groups, else "".
+	Instance string
+	// MaxOffset is the queue's next offset (one past the newest message).
+	MaxOffset int64
+	// Committed is the committed offset, or -1 if the group has none for
+	// the queue yet (then Lag counts every stored message).
+	Committed int64
+	// Lag is MaxOffset - Committed (not below 0).
+	Lag int64
+}
+
+// Lag reports, for every queue of the group's subscribed topics and every
+// queue with a committed offset, the store's max offset minus the committed
+// one (RocketMQ's consumer lag). ErrGroupNotFound if the group was never
+// seen; topics the store no longer knows are left out.
+func (mg *Manager) Lag(group string) ([]QueueLag, error) {
+	gi, err := mg.Group(group)
+	if err != nil {
+		return nil, err
+	}
+	offs, _ := mg.Offsets(group)
+	type key struct {
+		Queue
+		inst string
+	}
+	seen := map[key]int64{}
+	var keys []key
+	for _, o := range offs {
+		k := key{o.Queue, o.Instance}
+		seen[k] = o.Offset
+		keys = append(keys, k)
+	}
+	if gi.Model == Clustering {
+		for _, s := range gi.Subscriptions {
+			n, err := mg.st.QueueCount(s.Topic)
+			if err != nil {
+				continue
+			}
+			for q := range n {
+				k := key{Queue{s.Topic, q}, ""}
+				if _, ok := seen[k]; !ok {
+					seen[k] = -1
+					keys = append(keys, k)
+				}
+			}
+		}
+	}
+	slices.SortFunc(keys, func(a, b key) int {
+		if c := cmpString(a.inst, b.inst); c != 0 {
+			return c
+		}
+		return a.Queue.compare(b.Queue)
+	})
+	out := make([]QueueLag, 0, len(keys))
+	for _, k := range keys {
+		maxOff, err := mg.st.MaxOffset(k.Topic, k.ID)
+		if errors.Is(err, ErrTopicNotFound) || errors.Is(err, ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("mqlite/consumer: lag of %s: %w", k.Queue, err)
+		}
+		l := QueueLag{Queue: k.Queue, Instance: k.inst, MaxOffset: maxOff, Committed: seen[k]}
+		if l.Committed < 0 {
+			minOff, err := mg.st.MinOffset(k.Topic, k.ID)
+			if err != nil {
+				return nil, fmt.Errorf("mqlite/consumer: lag of %s: %w", k.Queue, err)
+			}
+			l.Lag = maxOff - minOff
+		} else {
+			l.Lag = max(maxOff-l.Committed, 0)
+		}
+		out = append(out, l)
+	}
+	return out, nil
+}
+
+// corruptAt is an ErrCorrupt naming a config file.
+func corruptAt(o ManagerOptions, name, format string, args ...any) error {
+	return &CorruptError{Path: filepath.Join(o.Dir, name), Offset: headerSize, Reason: fmt.Sprintf(format, args...)}
+}
+
+func cmpString(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,476 @@
+package consumer
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/mqlite/mqlite/message"
+)
+
+// pqState is a queue's life cycle inside a member: pending (assigned,
+// waiting for its lock or start offset) -> active (fetching, consuming) ->
+// draining (no longer assigned; running handler calls finish) -> released
+// (lock given back, final offset committed). pending may go straight to
+// released.
+type pqState uint8
+
+const (
+	pqPending pqState = iota
+	pqActive
+	pqDraining
+	pqReleased
+)
+
+// pullErrorBackoff is the pause after a failed Pull, as RocketMQ's
+// pullTimeDelayMillsWhenException.
+const pullErrorBackoff = time.Second
+
+// pq is a member's state for one queue (RocketMQ's ProcessQueue): the fetch
+// position, the messages fetched and not yet consumed (or polled), and what
+// is needed to commit without passing a message still being processed.
+type pq struct {
+	m    *member
+	q    Queue
+	sub  *subscription
+	key  offsetKey
+	cell *offsetCell // set before the pq becomes active, then immutable
+
+	// space (cap 1) is signalled whenever the cache shrinks; a fetcher
+	// paused by flow control waits on it.
+	space chan struct{}
+
+	mu struct {
+		sync.Mutex
+		state   pqState
+		dropAt  time.Time // when it started draining (lock expiry)
+		revoked bool      // lock taken over: commits are ignored
+		cancel  context.CancelFunc
+
+		next  int64                 // fetch position: the offset after the last entry examined
+		gen   uint64                // bumped by Seek: results of older pulls are discarded
+		msgs  []*message.MessageExt // fetched, not yet handed to a handler (push) or to Poll (pull)
+		retry [][]*message.MessageExt
+
+		track       tracker // concurrent push: offsets fetched and not yet acked
+		cachedN     int     // messages fetched and not yet consumed / polled
+		cachedBytes int64
+
+		running   int  // handler calls in progress
+		consuming bool // orderly: a task for this queue is queued, running or suspended
+		attempts  int  // orderly: failures of the head batch
+
+		delivered  int64 // pull: everything below was returned by Poll or filtered out
+		pullCancel context.CancelFunc
+	}
+}
+
+func newPQ(m *member, q Queue, s *subscription) *pq {
+	return &pq{m: m, q: q, sub: s, key: m.offsetKey(q), space: make(chan struct{}, 1)}
+}
+
+func (p *pq) isPending() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.mu.state == pqPending
+}
+
+func (p *pq) isActive() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.mu.state == pqActive && !p.mu.revoked
+}
+
+// activate starts fetching at off. False if the pq was dropped meanwhile.
+func (p *pq) activate(off int64) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.mu.state != pqPending {
+		return false
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	p.mu.state = pqActive
+	p.mu.cancel = cancel
+	p.mu.next = off
+	p.mu.delivered = off
+	p.m.fetchers.Add(1)
+	go p.fetch(ctx)
+	return true
+}
+
+// drop stops fetching; the pq is released at once unless handler calls
+// are running (the last one to finish releases it). A pull consumer with
+// AutoCommit commits what Poll returned.
+func (p *pq) drop() {
+	p.mu.Lock()
+	switch p.mu.state {
+	case pqPending:
+		p.mu.state = pqReleased
+		p.mu.Unlock()
+		p.m.pqReleased()
+		return
+	case pqActive:
+	default:
+		p.mu.Unlock()
+		return
+	}
+	p.mu.state = pqDraining
+	p.mu.dropAt = p.m.clk.Now()
+	p.mu.cancel()
+	if p.m.kind == kindPull && p.m.o.AutoCommit {
+		p.storeLocked(p.mu.delivered)
+	}
+	rel := p.mu.running == 0
+	p.mu.Unlock()
+	if rel {
+		p.release()
+	}
+}
+
+// release commits the final position, gives the lock back and counts the
+// pq as released. Idempotent.
+func (p *pq) release() {
+	p.mu.Lock()
+	if p.mu.state == pqReleased {
+		p.mu.Unlock()
+		return
+	}
+	p.mu.state = pqReleased
+	if p.m.kind == kindPush {
+		p.commitLocked()
+	}
+	p.mu.msgs, p.mu.retry = nil, nil
+	p.mu.track = tracker{}
+	p.mu.cachedN, p.mu.cachedBytes = 0, 0
+	p.mu.Unlock()
+	p.m.g.unlock(p)
+	p.m.pqReleased()
+}
+
+// consumableLocked says handler calls may start on this queue.
+func (p *pq) consumableLocked() bool { return p.mu.state == pqActive && !p.mu.revoked }
+
+// storeLocked stores off as the committed offset, unless the lock was
+// taken over.
+func (p *pq) storeLocked(off int64) {
+	if p.cell != nil && !p.mu.revoked {
+		p.cell.v.Store(off)
+	}
+}
+
+// commitLocked commits the push consumer's position: the lowest offset
+// fetched and not yet consumed, or the fetch position when none is left.
+func (p *pq) commitLocked() {
+	off := p.mu.next
+	if p.m.o.Orderly {
+		if len(p.mu.msgs) > 0 {
+			off = p.mu.msgs[0].QueueOffset
+		}
+	} else if f, ok := p.mu.track.front(); ok {
+		off = f
+	}
+	p.storeLocked(off)
+}
+
+// uncacheLocked forgets msgs from the flow-control counters and wakes the
+// fetcher.
+func (p *pq) uncacheLocked(msgs []*message.MessageExt) {
+	for _, msg := range msgs {
+		p.mu.cachedN--
+		p.mu.cachedBytes -= msgBytes(msg)
+	}
+	select {
+	case p.space <- struct{}{}:
+	default:
+	}
+}
+
+// msgBytes is what a cached message counts for QueueCacheBytes.
+func msgBytes(m *message.MessageExt) int64 {
+	if m.StoreSize > 0 {
+		return int64(m.StoreSize)
+	}
+	return int64(len(m.Body))
+}
+
+// room is how many messages the next pull may fetch (0: flow control).
+func (p *pq) roomLocked() int {
+	o := &p.m.o
+	if p.mu.cachedN >= o.QueueCacheCount || p.mu.cachedBytes >= o.QueueCacheBytes {
+		return 0
+	}
+	if p.m.kind == kindPush && !o.Orderly {
+		if span, ok := p.mu.track.span(); ok && span > int64(o.ConsumeMaxSpan) {
+			return 0
+		}
+	}
+	return min(o.PullBatchSize, o.QueueCacheCount-p.mu.cachedN)
+}
+
+// waitRoom blocks until the pq may fetch, returning the position, the
+// batch size and the seek generation; false once the fetcher must stop.
+func (p *pq) waitRoom(ctx context.Context) (from int64, n int, gen uint64, ok bool) {
+	paused := false
+	for {
+		p.mu.Lock()
+		if !p.consumableLocked() {
+			p.mu.Unlock()
+			return 0, 0, 0, false
+		}
+		n, from, gen = p.roomLocked(), p.mu.next, p.mu.gen
+		p.mu.Unlock()
+		if n > 0 {
+			return from, n, gen, true
+		}
+		if !paused {
+			paused = true
+			p.m.stats.flowControlled.Add(1)
+		}
+		select {
+		case <-p.space:
+		case <-ctx.Done():
+			return 0, 0, 0, false
+		}
+	}
+}
+
+// fetch is the pq's fetcher goroutine: it long-polls the store (Pull
+// blocks until a message arrives) whenever flow control allows.
+func (p *pq) fetch(ctx context.Context) {
+	defer p.m.fetchers.Done()
+	m := p.m
+	for {
+		from, n, gen, ok := p.waitRoom(ctx)
+		if !ok {
+			return
+		}
+		pctx := ctx
+		var cancel context.CancelFunc
+		if m.kind == kindPull { // Seek interrupts a blocked Pull
+			pctx, cancel = context.WithCancel(ctx)
+			p.mu.Lock()
+			if p.mu.gen != gen {
+				p.mu.Unlock()
+				cancel()
+				continue
+			}
+			p.mu.pullCancel = cancel
+			p.mu.Unlock()
+		}
+		msgs, next, err := m.st.Pull(pctx, p.q.Topic, p.q.ID, from, n, p.sub.filter)
+		if cancel != nil {
+			p.mu.Lock()
+			p.mu.pullCancel = nil
+			p.mu.Unlock()
+			cancel()
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		if err == nil && len(msgs) == 0 && next <= from {
+			err = errors.New("store returned no message and no progress")
+		}
+		switch {
+		case err == nil:
+			p.deliver(gen, msgs, max(next, lastOffset(msgs)+1))
+		case pctx.Err() != nil: // interrupted by Seek
+		case errors.Is(err, ErrClosed):
+			m.log.Warn("mqlite/consumer: store closed; fetching stopped", "queue", p.q.String())
+			return
+		case errors.Is(err, ErrNotFound):
+			if !p.skipToMin(gen, from) && !p.backoff(ctx) {
+				return
+			}
+		default:
+			m.log.Warn("mqlite/consumer: pull failed", "queue", p.q.String(), "offset", from, "err", err)
+			if !p.backoff(ctx) {
+				return
+			}
+		}
+	}
+}
+
+func lastOffset(msgs []*message.MessageExt) int64 {
+	if len(msgs) == 0 {
+		return -1
+	}
+	return msgs[len(msgs)-1].QueueOffset
+}
+
+// backoff waits pullErrorBackoff on the clock; false if ctx ended.
+func (p *pq) backoff(ctx context.Context) bool {
+	t := p.m.clk.NewTimer(pullErrorBackoff)
+	defer t.Stop()
+	select {
+	case <-t.C():
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// skipToMin moves a position that fell below the queue's min offset (the
+// messages were deleted by retention) to the min, counting the skip.
+func (p *pq) skipToMin(gen uint64, from int64) bool {
+	minOff, err := p.m.st.MinOffset(p.q.Topic, p.q.ID)
+	if err != nil || minOff <= from {
+		p.m.log.Warn("mqlite/consumer: offset not found and min offset unusable", "queue", p.q.String(), "offset", from, "min", minOff, "err", err)
+		return false
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.mu.gen != gen || p.mu.next != from {
+		return true
+	}
+	p.m.log.Warn("mqlite/consumer: offset below the queue's min; skipping to it", "queue", p.q.String(), "from", from, "min", minOff)
+	p.m.stats.skipped.Add(minOff - from)
+	p.mu.next = minOff
+	if p.m.kind == kindPull {
+		if len(p.mu.msgs) == 0 {
+			p.mu.delivered = minOff
+		}
+	} else {
+		p.commitLocked()
+	}
+	return true
+}
+
+// deliver adds a pull's result to the cache and hands it on: tokens on the
+// work queue (push) or a wake-up of Poll (pull).
+func (p *pq) deliver(gen uint64, msgs []*message.MessageExt, next int64) {
+	m := p.m
+	if p.sub.retry {
+		for _, msg := range msgs {
+			if t := msg.Properties[PropRetryTopic]; t != "" {
+				msg.Topic = t
+			}
+		}
+	}
+	p.mu.Lock()
+	if !p.consumableLocked() || p.mu.gen != gen {
+		p.mu.Unlock()
+		return
+	}
+	for _, msg := range msgs {
+		p.mu.cachedN++
+		p.mu.cachedBytes += msgBytes(msg)
+		if m.kind == kindPush && !m.o.Orderly {
+			p.mu.track.push(msg.QueueOffset)
+		}
+	}
+	if p.mu.msgs == nil {
+		p.mu.msgs = msgs
+	} else {
+		p.mu.msgs = append(p.mu.msgs, msgs...)
+	}
+	p.mu.next = next
+	m.stats.fetched.Add(int64(len(msgs)))
+	tokens := 0
+	switch {
+	case m.kind == kindPull:
+		if len(p.mu.msgs) == 0 {
+			p.mu.delivered = next
+		}
+	case m.o.Orderly:
+		if len(p.mu.msgs) == 0 {
+			p.commitLocked()
+		}
+		if !p.mu.consuming && len(p.mu.msgs) > 0 {
+			p.mu.consuming = true
+			tokens = 1
+		}
+	default:
+		if len(msgs) == 0 {
+			p.commitLocked()
+		}
+		tokens = (len(msgs) + m.o.ConsumeBatchSize - 1) / m.o.ConsumeBatchSize
+	}
+	p.mu.Unlock()
+	if m.kind == kindPull {
+		if len(msgs) > 0 {
+			m.notifyReady()
+		}
+		return
+	}
+	m.work.push(p, tokens)
+}
+
+// popLocked removes the first k cached messages (they were handed out).
+func (p *pq) popLocked(k int) []*message.MessageExt {
+	out := p.mu.msgs[:k:k]
+	if k == len(p.mu.msgs) {
+		// Start a new array: out still aliases the old one, and later
+		// appends must not write into it.
+		p.mu.msgs = nil
+	} else {
+		p.mu.msgs = p.mu.msgs[k:]
+	}
+	return out
+}
+
+// tracker is the ordered set of offsets a concurrent push queue fetched
+// and has not acked yet (RocketMQ's msgTreeMap), so a commit never passes
+// a message still being processed. Offsets are pushed in increasing order;
+// acks may come in any order.
+type tracker struct {
+	ents []trackEnt
+	head int
+	live int // entries not yet acked
+}
+
+type trackEnt struct {
+	off  int64
+	done bool
+}
+
+func (t *tracker) push(off int64) {
+	t.ents = append(t.ents, trackEnt{off: off})
+	t.live++
+}
+
+// ack marks off done and drops the done prefix.
+func (t *tracker) ack(off int64) {
+	e := t.ents[t.head:]
+	lo, hi := 0, len(e)
+	for lo < hi {
+		mid := int(uint(lo+hi) >> 1)
+		if e[mid].off < off {
+			lo = mid + 1
+		} else {
+			hi = mid
+		}
+	}
+	if lo == len(e) || e[lo].off != off || e[lo].done {
+		return
+	}
+	e[lo].done = true
+	t.live--
+	for t.head < len(t.ents) && t.ents[t.head].done {
+		t.head++
+	}
+	switch {
+	case t.head == len(t.ents):
+		t.ents, t.head = t.ents[:0], 0
+	case t.head > 1024 && t.head > len(t.ents)/2:
+		n := copy(t.ents, t.ents[t.head:])
+		t.ents, t.head = t.ents[:n], 0
+	}
+}
+
+// front is the lowest offset not acked.
+func (t *tracker) front() (int64, bool) {
+	if t.head == len(t.ents) {
+		return 0, false
+	}
+	return t.ents[t.head].off, true
+}
+
+// span is the distance from the lowest unacked offset to the newest
+// fetched one.
+func (t *tracker) span() (int64, bool) {
+	if t.head == len(t.ents) {
+		return 0, false
+	}
+	return t.ents[len(t.ents)-1].off - t.ents[t.head].off, true
+}

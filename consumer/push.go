@@ -1,0 +1,395 @@
+package consumer
+
+import (
+	"context"
+	"fmt"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/mqlite/mqlite/message"
+)
+
+// ConsumeResult is what a Handler reports for its batch.
+type ConsumeResult uint8
+
+const (
+	// ConsumeSuccess: the batch was consumed; its offsets may be committed.
+	ConsumeSuccess ConsumeResult = iota
+	// ReconsumeLater: the batch failed. Concurrent clustering consumers
+	// send every message of it back to the store's retry path; orderly
+	// consumers suspend the queue and retry locally (RocketMQ's
+	// SUSPEND_CURRENT_QUEUE_A_MOMENT); broadcasting consumers retry locally.
+	ReconsumeLater
+)
+
+// String returns "ConsumeSuccess" or "ReconsumeLater".
+func (r ConsumeResult) String() string {
+	switch r {
+	case ConsumeSuccess:
+		return "ConsumeSuccess"
+	case ReconsumeLater:
+		return "ReconsumeLater"
+	}
+	return fmt.Sprintf("ConsumeResult(%d)", uint8(r))
+}
+
+// Handler consumes a batch of at most ConsumeBatchSize messages, all of
+// one queue and in queue order. ctx is cancelled when the consume timeout
+// passes or the consumer is closed. A panic counts as ReconsumeLater; any
+// result other than ConsumeSuccess counts as ReconsumeLater.
+type Handler func(ctx context.Context, msgs []*message.MessageExt) ConsumeResult
+
+// PushConsumer calls a handler for the messages of the queues the group
+// gives it, from a bounded pool of goroutines. Create it with
+// Manager.NewPushConsumer, Subscribe, then Start. It is safe for
+// concurrent use.
+type PushConsumer struct{ m *member }
+
+// NewPushConsumer returns a push consumer of group. The group name is
+// 1..248 bytes of letters, digits, '_', '-', '|' and '%'.
+func (mg *Manager) NewPushConsumer(group string, o Options) (*PushConsumer, error) {
+	m, err := mg.newConsumer(group, o, kindPush)
+	if err != nil {
+		return nil, err
+	}
+	return &PushConsumer{m: m}, nil
+}
+
+func (mg *Manager) newConsumer(group string, o Options, kind memberKind) (*member, error) {
+	if err := validName(group); err != nil {
+		return nil, fmt.Errorf("mqlite/consumer: group name %q: %v: %w", group, err, ErrInvalidArgument)
+	}
+	o, err := o.withDefaults(mg.clk.Now())
+	if err != nil {
+		return nil, err
+	}
+	if kind == kindPull && o.Orderly {
+		return nil, fmt.Errorf("mqlite/consumer: options: Orderly applies to push consumers (a pull consumer's Poll is in queue order already): %w", ErrInvalidArgument)
+	}
+	if mg.isClosed() {
+		return nil, ErrClosed
+	}
+	return newMember(mg, group, o, kind), nil
+}
+
+// Group returns the consumer's group name.
+func (c *PushConsumer) Group() string { return c.m.group }
+
+// ID returns the member's id in its group (InstanceName, or a generated
+// name); empty before Start.
+func (c *PushConsumer) ID() string {
+	return c.m.publicID()
+}
+
+// Subscribe adds topic with filter f (nil: every message); call it before
+// Start. ErrInvalidArgument for an empty topic or after Start,
+// ErrTopicNotFound if the store does not know topic. Subscribing a topic
+// again replaces its filter.
+func (c *PushConsumer) Subscribe(topic string, f Filter) error {
+	return c.m.subscribeBeforeStart(topic, f)
+}
+
+func (m *member) subscribeBeforeStart(topic string, f Filter) error {
+	if err := m.checkState(); err != nil {
+		return err
+	}
+	if _, err := m.validateTopic(topic); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	switch m.mu.state {
+	case memberIdle:
+	case memberRunning:
+		return fmt.Errorf("mqlite/consumer: Subscribe after Start: %w", ErrInvalidArgument)
+	default:
+		return ErrClosed
+	}
+	m.mu.subs[topic] = &subscription{topic: topic, filter: f}
+	return nil
+}
+
+// Start joins the group and starts consuming with h. Without Subscribe
+// calls it restores the group's persisted subscriptions (through
+// ManagerOptions.ParseFilter for filtered ones). Errors: ErrInvalidArgument
+// (nil handler, no subscription, started twice, model or strategy
+// different from the group's live members, InstanceName taken), ErrClosed.
+func (c *PushConsumer) Start(h Handler) error {
+	m := c.m
+	if h == nil {
+		return fmt.Errorf("mqlite/consumer: nil handler: %w", ErrInvalidArgument)
+	}
+	if err := m.checkState(); err != nil {
+		return err
+	}
+	if err := m.restoreSubscriptions(); err != nil {
+		return err
+	}
+	err := m.start(func() {
+		m.h = h
+		m.work = newWorkQueue(m.o.Goroutines)
+		m.delay = newDelayer(m.clk)
+		m.slots = make([]runSlot, m.o.Goroutines)
+		for i := range m.slots {
+			// A per-worker parent keeps the per-batch contexts from
+			// contending on m.ctx's child registry.
+			m.slots[i].parent, m.slots[i].release = context.WithCancel(m.ctx)
+		}
+		for i := range m.o.Goroutines {
+			m.workers.Add(1)
+			go m.worker(i)
+		}
+	})
+	if err != nil {
+		return err
+	}
+	m.g.rebalance()
+	m.reconcile()
+	return nil
+}
+
+// restoreSubscriptions gives a member without subscriptions those its
+// group persisted.
+func (m *member) restoreSubscriptions() error {
+	m.mu.Lock()
+	n := len(m.mu.subs)
+	m.mu.Unlock()
+	if n > 0 {
+		return nil
+	}
+	var recs []Subscription
+	if gi, err := m.mg.Group(m.group); err == nil {
+		recs = gi.Subscriptions
+	}
+	if len(recs) == 0 {
+		return fmt.Errorf("mqlite/consumer: group %s: no subscription: %w", m.group, ErrInvalidArgument)
+	}
+	subs := map[string]*subscription{}
+	for _, r := range recs {
+		s := &subscription{topic: r.Topic}
+		if r.FilterType != "" {
+			if m.mg.o.ParseFilter == nil {
+				return fmt.Errorf("mqlite/consumer: group %s: persisted %s filter %q on %s needs ManagerOptions.ParseFilter: %w",
+					m.group, r.FilterType, r.Expression, r.Topic, ErrInvalidArgument)
+			}
+			f, err := m.mg.o.ParseFilter(r.FilterType, r.Expression)
+			if err != nil {
+				return fmt.Errorf("mqlite/consumer: group %s: persisted filter on %s: %w", m.group, r.Topic, err)
+			}
+			s.filter = f
+		}
+		subs[r.Topic] = s
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(m.mu.subs) == 0 {
+		m.mu.subs = subs
+	}
+	return nil
+}
+
+// Shutdown stops gracefully: no more fetching, running handler calls
+// finish (messages fetched but not started are left for the next owner),
+// their offsets are committed, the queues are handed over and offsets are
+// persisted. When ctx ends first, the handlers' contexts are cancelled and
+// Shutdown returns ctx.Err() once they returned. Idempotent.
+func (c *PushConsumer) Shutdown(ctx context.Context) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	return c.m.shutdown(ctx)
+}
+
+// Close stops at once: the running handlers' contexts are cancelled and
+// Close waits for those calls to return (a handler must honour its ctx);
+// what they consumed successfully is committed, the rest is delivered
+// again later. Idempotent; afterwards every call returns ErrClosed.
+func (c *PushConsumer) Close() error { return c.m.close() }
+
+// Assignment returns the queues currently assigned to this consumer.
+func (c *PushConsumer) Assignment() []Queue { return c.m.targetQueues() }
+
+// Stats returns counters and per-queue cache figures.
+func (c *PushConsumer) Stats() Stats { return c.m.statsSnapshot() }
+
+// runSlot is worker i's handler call in progress, for the consume
+// timeout check. Its mutex is taken by the worker (twice per batch) and by
+// the control goroutine's check only.
+type runSlot struct {
+	parent  context.Context // the worker's context, a child of member.ctx
+	release context.CancelFunc
+	mu      sync.Mutex
+	active  bool
+	start   time.Time
+	cancel  context.CancelFunc
+	timed   bool // the call timed out
+}
+
+// worker is one of the push consumer's handler goroutines.
+func (m *member) worker(slot int) {
+	defer m.workers.Done()
+	for {
+		p, ok := m.work.pop()
+		if !ok {
+			return
+		}
+		if m.o.Orderly {
+			m.consumeOrderly(p, slot)
+		} else {
+			m.consumeConcurrent(p, slot)
+		}
+	}
+}
+
+// call runs the handler on batch with the consume timeout, recovering a
+// panic. Anything but ConsumeSuccess, and any call that timed out, counts
+// as ReconsumeLater.
+func (m *member) call(slot int, batch []*message.MessageExt) ConsumeResult {
+	rs := &m.slots[slot]
+	ctx, cancel := context.WithCancel(rs.parent)
+	now := m.clk.Now()
+	rs.mu.Lock()
+	rs.active, rs.start, rs.cancel, rs.timed = true, now, cancel, false
+	rs.mu.Unlock()
+	res := m.invoke(ctx, batch)
+	rs.mu.Lock()
+	timedOut := rs.timed
+	rs.active, rs.cancel = false, nil
+	rs.mu.Unlock()
+	cancel()
+	if timedOut {
+		m.stats.timeouts.Add(1)
+		res = ReconsumeLater
+	}
+	if res == ConsumeSuccess {
+		m.stats.consumed.Add(int64(len(batch)))
+	} else {
+		m.stats.failed.Add(int64(len(batch)))
+	}
+	return res
+}
+
+func (m *member) invoke(ctx context.Context, batch []*message.MessageExt) (res ConsumeResult) {
+	defer func() {
+		if v := recover(); v != nil {
+			m.stats.panics.Add(1)
+			m.log.Error("mqlite/consumer: handler panicked; the batch counts as failed", "panic", v, "stack", string(debug.Stack()))
+			res = ReconsumeLater
+		}
+	}()
+	if res = m.h(ctx, batch); res != ConsumeSuccess {
+		res = ReconsumeLater
+	}
+	return res
+}
+
+// checkTimeouts cancels handler calls running longer than ConsumeTimeout.
+func (m *member) checkTimeouts() {
+	now := m.clk.Now()
+	for i := range m.slots {
+		rs := &m.slots[i]
+		rs.mu.Lock()
+		var cancel context.CancelFunc
+		if rs.active && !rs.timed && now.Sub(rs.start) >= m.o.ConsumeTimeout {
+			rs.timed, cancel = true, rs.cancel
+		}
+		rs.mu.Unlock()
+		if cancel != nil {
+			m.log.Warn("mqlite/consumer: consume timeout; cancelling the handler", "after", now.Sub(rs.start))
+			cancel()
+		}
+	}
+}
+
+// consumeConcurrent takes one batch of p (local redeliveries first) and
+// consumes it.
+func (m *member) consumeConcurrent(p *pq, slot int) {
+	p.mu.Lock()
+	if !p.consumableLocked() {
+		p.mu.Unlock()
+		return
+	}
+	var batch []*message.MessageExt
+	if len(p.mu.retry) > 0 {
+		batch = p.mu.retry[0]
+		p.mu.retry[0] = nil
+		p.mu.retry = p.mu.retry[1:]
+	} else {
+		k := min(m.o.ConsumeBatchSize, len(p.mu.msgs))
+		if k == 0 {
+			p.mu.Unlock()
+			return
+		}
+		batch = p.popLocked(k)
+	}
+	p.mu.running++
+	p.mu.Unlock()
+	res := m.call(slot, batch)
+	m.finishConcurrent(p, batch, res)
+}
+
+// finishConcurrent acks what was consumed or sent back, schedules a local
+// redelivery of the rest, commits, and releases a drained queue.
+func (m *member) finishConcurrent(p *pq, batch []*message.MessageExt, res ConsumeResult) {
+	acks, failed := batch, []*message.MessageExt(nil)
+	switch {
+	case res == ConsumeSuccess:
+	case m.ctx.Err() != nil: // closing: leave it for the next owner
+		acks = nil
+	case m.o.Model == Broadcasting: // no shared retry topic: retry here
+		acks = nil
+		for _, msg := range batch {
+			if int(msg.ReconsumeTimes) >= m.o.MaxReconsumeTimes {
+				m.stats.dropped.Add(1)
+				m.log.Warn("mqlite/consumer: broadcast message failed too often; dropped",
+					"queue", p.q.String(), "offset", msg.QueueOffset, "id", msg.MsgID)
+				acks = append(acks, msg)
+				continue
+			}
+			msg.ReconsumeTimes++
+			failed = append(failed, msg)
+		}
+	default:
+		acks = nil
+		for _, msg := range batch {
+			if err := m.sendBack(m.ctx, msg); err != nil {
+				m.log.Warn("mqlite/consumer: send back failed; redelivering locally", "queue", p.q.String(), "offset", msg.QueueOffset, "err", err)
+				msg.ReconsumeTimes++
+				failed = append(failed, msg)
+				continue
+			}
+			acks = append(acks, msg)
+		}
+	}
+	p.mu.Lock()
+	p.mu.running--
+	for _, msg := range acks {
+		p.mu.track.ack(msg.QueueOffset)
+	}
+	if len(acks) > 0 {
+		p.uncacheLocked(acks)
+		p.commitLocked()
+	}
+	rel := p.mu.state == pqDraining && p.mu.running == 0
+	p.mu.Unlock()
+	if len(failed) > 0 && !rel {
+		m.delay.after(m.o.SuspendInterval, func() { p.redeliver(failed) })
+	}
+	if rel {
+		p.release()
+	}
+}
+
+// redeliver queues a failed batch for another local attempt.
+func (p *pq) redeliver(batch []*message.MessageExt) {
+	p.mu.Lock()
+	if !p.consumableLocked() {
+		p.mu.Unlock()
+		return
+	}
+	p.mu.retry = append(p.mu.retry, batch)
+	p.mu.Unlock()
+	p.m.stats.redelivered.Add(int64(len(batch)))
+	p.m.work.push(p, 1)
+}

@@ -1,0 +1,192 @@
+package consumer
+
+import (
+	"container/heap"
+	"sync"
+	"time"
+
+	"github.com/mqlite/mqlite/clock"
+)
+
+// workQueue is the FIFO of queue tokens a push consumer's handler
+// goroutines take work from. A token says "pq may have a batch to
+// consume"; the worker takes the batch from the pq itself, so the batches
+// of a queue start in offset order and a dropped queue's batches are
+// simply never taken. It is unbounded, but its length is bounded by the
+// per-queue cache limits (at most one token per cached batch, one per
+// orderly queue).
+type workQueue struct {
+	signal chan struct{} // cap = workers: a token may be waiting
+	quit   chan struct{}
+	mu     struct {
+		sync.Mutex
+		items []*pq
+		head  int
+	}
+}
+
+func newWorkQueue(workers int) *workQueue {
+	return &workQueue{signal: make(chan struct{}, workers), quit: make(chan struct{})}
+}
+
+// push adds n tokens for p.
+func (w *workQueue) push(p *pq, n int) {
+	if n <= 0 {
+		return
+	}
+	w.mu.Lock()
+	for range n {
+		w.mu.items = append(w.mu.items, p)
+	}
+	w.mu.Unlock()
+	for range n {
+		select {
+		case w.signal <- struct{}{}:
+		default:
+			return // every worker already has a wake-up pending
+		}
+	}
+}
+
+// pop takes the next token, or blocks until there is one; false once the
+// queue is closed.
+func (w *workQueue) pop() (*pq, bool) {
+	for {
+		w.mu.Lock()
+		if w.mu.head < len(w.mu.items) {
+			p := w.mu.items[w.mu.head]
+			w.mu.items[w.mu.head] = nil
+			w.mu.head++
+			if w.mu.head == len(w.mu.items) {
+				w.mu.items, w.mu.head = w.mu.items[:0], 0
+			} else if w.mu.head > 1024 && w.mu.head > len(w.mu.items)/2 {
+				n := copy(w.mu.items, w.mu.items[w.mu.head:])
+				w.mu.items, w.mu.head = w.mu.items[:n], 0
+			}
+			w.mu.Unlock()
+			return p, true
+		}
+		w.mu.Unlock()
+		select {
+		case <-w.signal:
+		case <-w.quit:
+			return nil, false
+		}
+	}
+}
+
+// close makes every pop return false (tokens left are dropped).
+func (w *workQueue) close() { close(w.quit) }
+
+// delayer runs functions after a delay on the clock (suspended orderly
+// queues, local redelivery). One goroutine, one timer for the earliest
+// item.
+type delayer struct {
+	clk  clock.Clock
+	wake chan struct{}
+	quit chan struct{}
+	done chan struct{}
+	mu   struct {
+		sync.Mutex
+		items delayHeap
+		seq   uint64
+	}
+}
+
+func newDelayer(clk clock.Clock) *delayer {
+	d := &delayer{clk: clk, wake: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{})}
+	go d.run()
+	return d
+}
+
+// after runs fn on the delayer's goroutine once d has passed. fn must not
+// block. Items still waiting at close are dropped.
+func (d *delayer) after(dur time.Duration, fn func()) {
+	at := d.clk.Now().Add(dur)
+	d.mu.Lock()
+	d.mu.seq++
+	heap.Push(&d.mu.items, delayItem{at: at, seq: d.mu.seq, fn: fn})
+	d.mu.Unlock()
+	select {
+	case d.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (d *delayer) run() {
+	defer close(d.done)
+	for {
+		d.mu.Lock()
+		now := d.clk.Now()
+		var due []func()
+		for len(d.mu.items) > 0 && !d.mu.items[0].at.After(now) {
+			due = append(due, heap.Pop(&d.mu.items).(delayItem).fn)
+		}
+		var wait time.Duration = -1
+		if len(d.mu.items) > 0 {
+			wait = d.mu.items[0].at.Sub(now)
+		}
+		d.mu.Unlock()
+		for _, fn := range due {
+			fn()
+		}
+		if len(due) > 0 {
+			continue
+		}
+		var timer clock.Timer
+		var tc <-chan time.Time
+		if wait >= 0 {
+			timer = d.clk.NewTimer(wait)
+			tc = timer.C()
+		}
+		select {
+		case <-tc:
+		case <-d.wake:
+		case <-d.quit:
+			if timer != nil {
+				timer.Stop()
+			}
+			return
+		}
+		if timer != nil {
+			timer.Stop()
+		}
+	}
+}
+
+func (d *delayer) close() {
+	close(d.quit)
+	<-d.done
+}
+
+// pending is the number of items waiting.
+func (d *delayer) pending() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return len(d.mu.items)
+}
+
+type delayItem struct {
+	at  time.Time
+	seq uint64
+	fn  func()
+}
+
+type delayHeap []delayItem
+
+func (h delayHeap) Len() int { return len(h) }
+func (h delayHeap) Less(i, j int) bool {
+	if !h[i].at.Equal(h[j].at) {
+		return h[i].at.Before(h[j].at)
+	}
+	return h[i].seq < h[j].seq
+}
+func (h delayHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *delayHeap) Push(x any)   { *h = append(*h, x.(delayItem)) }
+func (h *delayHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	old[len(old)-1] = delayItem{}
+	*h = old[:len(old)-1]
+	return x
+}

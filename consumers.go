@@ -1,0 +1,200 @@
+package mqlite
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/mqlite/mqlite/consumequeue"
+	"github.com/mqlite/mqlite/consumer"
+	"github.com/mqlite/mqlite/filter"
+	"github.com/mqlite/mqlite/internal/errs"
+	"github.com/mqlite/mqlite/message"
+	"github.com/mqlite/mqlite/topic"
+)
+
+// Consumer types; see package consumer.
+type (
+	// ConsumerOptions configure a push or pull consumer.
+	ConsumerOptions = consumer.Options
+	// PushConsumer runs a handler over its queues' messages.
+	PushConsumer = consumer.PushConsumer
+	// PullConsumer hands out messages through Poll.
+	PullConsumer = consumer.PullConsumer
+	// ConsumeResult is a handler's verdict.
+	ConsumeResult = consumer.ConsumeResult
+	// Handler consumes a batch of messages.
+	Handler = consumer.Handler
+	// QueueLag is a queue's backlog for a group.
+	QueueLag = consumer.QueueLag
+	// GroupInfo describes a consumer group.
+	GroupInfo = consumer.GroupInfo
+	// Filter selects the messages of a subscription.
+	Filter = filter.Expression
+)
+
+// Handler verdicts, message models and allocation strategies.
+const (
+	ConsumeSuccess    = consumer.ConsumeSuccess
+	ReconsumeLater    = consumer.ReconsumeLater
+	Clustering        = consumer.Clustering
+	Broadcasting      = consumer.Broadcasting
+	Averagely         = consumer.Averagely
+	AveragelyByCircle = consumer.AveragelyByCircle
+	ConsistentHash    = consumer.ConsistentHash
+
+	ConsumeFromLastOffset  = consumer.ConsumeFromLastOffset
+	ConsumeFromFirstOffset = consumer.ConsumeFromFirstOffset
+	ConsumeFromTimestamp   = consumer.ConsumeFromTimestamp
+)
+
+// Tag compiles a tag filter: "*" (or "") for everything, "A || B" for
+// messages tagged A or B. Errors match ErrInvalidArgument.
+func Tag(expr string) (Filter, error) { return filter.Tag(expr) }
+
+// SQL compiles a SQL92 property filter, e.g. "amount > 100 AND region IN
+// ('eu', 'us')". Errors match ErrInvalidArgument and give the position.
+func SQL(expr string) (Filter, error) { return filter.SQL(expr) }
+
+// NewPushConsumer returns a member of consumer group group that runs a
+// handler; Subscribe, then Start. The store closes it on Close.
+func (s *Store) NewPushConsumer(group string, opts ConsumerOptions) (*PushConsumer, error) {
+	if err := s.ensureRetryTopic(group, opts); err != nil {
+		return nil, err
+	}
+	return s.consumers.NewPushConsumer(group, opts)
+}
+
+// NewPullConsumer returns a member of consumer group group that reads
+// with Poll. The store closes it on Close.
+func (s *Store) NewPullConsumer(group string, opts ConsumerOptions) (*PullConsumer, error) {
+	if err := s.ensureRetryTopic(group, opts); err != nil {
+		return nil, err
+	}
+	return s.consumers.NewPullConsumer(group, opts)
+}
+
+// ensureRetryTopic creates a clustering group's retry topic (one queue)
+// up front, as RocketMQ's broker does when a group registers, so members
+// subscribe to it from the start.
+func (s *Store) ensureRetryTopic(group string, opts ConsumerOptions) error {
+	if s.closed.Load() {
+		return errs.ErrClosed
+	}
+	if err := topic.ValidateGroup(group); err != nil || opts.Model != Clustering {
+		return nil // the consumer package reports bad names
+	}
+	_, err := s.sysQueueCount(topic.RetryTopic(group), 1)
+	return err
+}
+
+// ConsumerLag reports, per queue, how far group's committed offsets are
+// behind the queues' ends.
+func (s *Store) ConsumerLag(group string) ([]QueueLag, error) { return s.consumers.Lag(group) }
+
+// ConsumerGroups describes every consumer group, live or persisted.
+func (s *Store) ConsumerGroups() []GroupInfo { return s.consumers.Groups() }
+
+// SetRetryPolicy chooses how long group's failed messages wait before
+// they are delivered again (default RetryLevels).
+func (s *Store) SetRetryPolicy(group string, p RetryPolicy) error {
+	if p != RetryLevels && p != RetryExponential {
+		return fmt.Errorf("mqlite: retry policy %d: %w", int(p), errs.ErrInvalidArgument)
+	}
+	s.retry.set(group, p)
+	return nil
+}
+
+func (s *Store) newConsumers() (*consumer.Manager, error) {
+	return consumer.NewManager(consumerStore{s}, consumer.ManagerOptions{FS: s.fs, Dir: s.path(configDir),
+		Clock: s.opts.Clock, Logger: s.opts.Logger, ParseFilter: parseFilter})
+}
+
+func parseFilter(typ, expr string) (consumer.Filter, error) {
+	switch typ {
+	case filter.TypeTag:
+		return filter.Tag(expr)
+	case filter.TypeSQL92:
+		return filter.SQL(expr)
+	}
+	return nil, fmt.Errorf("mqlite: unknown filter type %q: %w", typ, errs.ErrInvalidArgument)
+}
+
+// consumerStore is the Store consumers see.
+type consumerStore struct{ s *Store }
+
+func (c consumerStore) QueueCount(name string) (int, error) {
+	cfg, err := c.s.topics.Get(name)
+	return cfg.Queues, err
+}
+
+func (c consumerStore) MinOffset(name string, q int) (int64, error) { return c.s.MinOffset(name, q) }
+func (c consumerStore) MaxOffset(name string, q int) (int64, error) { return c.s.MaxOffset(name, q) }
+func (c consumerStore) OffsetForTime(name string, q int, t time.Time) (int64, error) {
+	return c.s.OffsetForTime(name, q, t)
+}
+
+func (c consumerStore) SendBack(ctx context.Context, group string, m *message.MessageExt) error {
+	return c.s.SendBack(ctx, group, m)
+}
+
+func (c consumerStore) Pull(ctx context.Context, name string, queue int, from int64, max int, f consumer.Filter) ([]*message.MessageExt, int64, error) {
+	return c.s.pull(ctx, name, queue, from, max, f)
+}
+
+// pull is ReadQueue with a store-side filter: entries whose tags hash
+// cannot match are skipped without reading the CommitLog; the rest are
+// read and checked exactly. It returns the matches and the offset after
+// the last entry examined.
+func (s *Store) pull(ctx context.Context, name string, queue int, from int64, max int, f consumer.Filter) ([]*message.MessageExt, int64, error) {
+	if max <= 0 {
+		return nil, from, fmt.Errorf("mqlite: max %d: %w", max, errs.ErrInvalidArgument)
+	}
+	q, err := s.cqueue(name, queue)
+	if err != nil {
+		return nil, from, err
+	}
+	if err := s.waitQueue(ctx, q, from); err != nil {
+		return nil, from, err
+	}
+	var buf [64]consumequeue.Entry
+	n, err := q.Read(from, buf[:min(max, len(buf))])
+	if err != nil && n == 0 {
+		return nil, from, err
+	}
+	out := make([]*message.MessageExt, 0, n)
+	for i, e := range buf[:n] {
+		if f != nil && !f.MatchCode(e.TagsCode) {
+			continue
+		}
+		m, err := s.readEntry(name, queue, from+int64(i), e)
+		if err != nil {
+			return out, from + int64(i), err
+		}
+		if f == nil || f.Match(&m.Message) {
+			out = append(out, m)
+		}
+	}
+	return out, from + int64(n), nil
+}
+
+// waitQueue blocks until q has an entry at from.
+func (s *Store) waitQueue(ctx context.Context, q *consumequeue.Queue, from int64) error {
+	for {
+		if from < q.MinOffset() {
+			return fmt.Errorf("mqlite: offset %d below the queue's minimum %d: %w", from, q.MinOffset(), errs.ErrNotFound)
+		}
+		if q.MaxOffset() > from {
+			return nil
+		}
+		ch, err := s.disp.waitCh(q, from)
+		if err != nil {
+			return err
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}

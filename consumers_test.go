@@ -1,0 +1,168 @@
+package mqlite
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/mqlite/mqlite/clock"
+	"github.com/mqlite/mqlite/internal/vfs"
+)
+
+// TestPushConsumerFiltersByTag sends tagged messages through a producer
+// and consumes with a tag filter and a SQL filter in two groups.
+func TestPushConsumerFiltersByTag(t *testing.T) {
+	s := memStore(t, Options{})
+	require.NoError(t, s.CreateTopic("orders", TopicConfig{Queues: 4}))
+	p := newProducer(t, s, ProducerOptions{})
+	ctx := context.Background()
+	for i := range 200 {
+		tag := []string{"created", "paid", "shipped"}[i%3]
+		_, err := p.Send(ctx, &Message{Topic: "orders", Tags: tag, Properties: map[string]string{"amount": fmt.Sprint(i)}, Body: []byte(fmt.Sprint(i))})
+		require.NoError(t, err)
+	}
+	consume := func(group string, f Filter, want int) map[string]int {
+		got := map[string]int{}
+		var mu sync.Mutex
+		done := make(chan struct{})
+		c, err := s.NewPushConsumer(group, ConsumerOptions{ConsumeFromWhere: ConsumeFromFirstOffset})
+		require.NoError(t, err)
+		require.NoError(t, c.Subscribe("orders", f))
+		require.NoError(t, c.Start(func(_ context.Context, msgs []*MessageExt) ConsumeResult {
+			mu.Lock()
+			defer mu.Unlock()
+			for _, m := range msgs {
+				got[m.Tags]++
+			}
+			if n := got["created"] + got["paid"] + got["shipped"]; n == want {
+				close(done)
+			}
+			return ConsumeSuccess
+		}))
+		select {
+		case <-done:
+		case <-time.After(time.Minute): // a failure, not synchronisation
+			mu.Lock()
+			t.Fatalf("group %s got %v, stats %+v", group, got, c.Stats())
+		}
+		require.NoError(t, c.Shutdown(ctx))
+		return got
+	}
+	tags, err := Tag("created || paid")
+	require.NoError(t, err)
+	require.Equal(t, map[string]int{"created": 67, "paid": 67}, consume("by-tag", tags, 134))
+	sql, err := SQL("amount >= 150 AND TAGS = 'shipped'")
+	require.NoError(t, err)
+	require.Equal(t, map[string]int{"shipped": 16}, consume("by-sql", sql, 16))
+	_, err = SQL("amount >")
+	require.ErrorIs(t, err, ErrInvalidArgument)
+	lag, err := s.ConsumerLag("by-tag")
+	require.NoError(t, err)
+	var behind int64
+	for _, l := range lag {
+		behind += l.Lag
+	}
+	require.Zero(t, behind, "filtered-out messages advance the offset too")
+}
+
+// TestAlwaysFailingHandlerEndsInDLQ: a handler that always fails sees the
+// message 1 + 16 times on RocketMQ's retry schedule, then it is dead once,
+// with its original topic, keys and body; re-driving delivers it again.
+func TestAlwaysFailingHandlerEndsInDLQ(t *testing.T) {
+	clk := clock.NewFake(t0)
+	s := delayStore(t, vfs.NewMem(), clk)
+	defer s.Close()
+	require.NoError(t, s.CreateTopic("jobs", TopicConfig{Queues: 1}))
+	ctx := context.Background()
+	type call struct {
+		at    time.Time
+		times int32
+		body  string
+	}
+	calls := make(chan call, 64)
+	c, err := s.NewPushConsumer("workers", ConsumerOptions{ConsumeFromWhere: ConsumeFromFirstOffset})
+	require.NoError(t, err)
+	require.NoError(t, c.Subscribe("jobs", nil))
+	require.NoError(t, c.Start(func(_ context.Context, msgs []*MessageExt) ConsumeResult {
+		for _, m := range msgs {
+			require.Equal(t, "jobs", m.Topic, "retries show their original topic")
+			calls <- call{clk.Now(), m.ReconsumeTimes, string(m.Body)}
+		}
+		return ReconsumeLater
+	}))
+	_, err = s.Put(ctx, &Message{Topic: "jobs", Keys: []string{"job-1"}, Body: []byte("work")}, 0)
+	require.NoError(t, err)
+	first := <-calls
+	require.Equal(t, call{t0, 0, "work"}, first)
+	ladder := []time.Duration{10 * time.Second, 30 * time.Second, time.Minute, 2 * time.Minute, 3 * time.Minute,
+		4 * time.Minute, 5 * time.Minute, 6 * time.Minute, 7 * time.Minute, 8 * time.Minute, 9 * time.Minute,
+		10 * time.Minute, 20 * time.Minute, 30 * time.Minute, time.Hour, 2 * time.Hour}
+	at := t0
+	for i, wait := range ladder {
+		// The send-back is stored once the handler returns; wait for the
+		// schedule record before moving time.
+		readN(t, s, ScheduleTopic, 2+i, 1) // retry n+1 is scheduled at level n+3
+		at = at.Add(wait)
+		clk.Set(at)
+		got := <-calls
+		require.Equal(t, call{at, int32(i + 1), "work"}, got, "retry %d", i+1)
+	}
+	readN(t, s, "%DLQ%workers", 0, 1)
+	dead, err := s.DeadLetters("workers", 0, 5)
+	require.NoError(t, err)
+	require.Len(t, dead, 1)
+	require.Equal(t, "jobs", dead[0].Properties[PropRetryTopic])
+	require.Equal(t, []string{"job-1"}, dead[0].Keys)
+	require.Equal(t, "work", string(dead[0].Body))
+	_, err = s.Redrive(ctx, "workers", dead[0].MsgID)
+	require.NoError(t, err)
+	require.Equal(t, call{at, 0, "work"}, <-calls, "re-driven to the group")
+	require.NoError(t, c.Close())
+}
+
+// TestPollWakesWithoutTimePassing: under synctest, a Poll blocked on an
+// empty queue returns as soon as a message is sent, with no virtual time
+// passing, so no polling interval hides in the path; a cancelled Poll
+// returns at once.
+func TestPollWakesWithoutTimePassing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s, err := Open("/poll", &Options{InMemory: true})
+		require.NoError(t, err)
+		defer s.Close()
+		require.NoError(t, s.CreateTopic("t", TopicConfig{Queues: 1}))
+		pc, err := s.NewPullConsumer("g", ConsumerOptions{})
+		require.NoError(t, err)
+		require.NoError(t, pc.Subscribe("t", nil))
+		got := make(chan []*MessageExt)
+		go func() {
+			msgs, err := pc.Poll(context.Background(), 10)
+			require.NoError(t, err)
+			got <- msgs
+		}()
+		synctest.Wait()
+		start := time.Now()
+		_, err = s.Put(context.Background(), &Message{Topic: "t", Body: []byte("now")}, 0)
+		require.NoError(t, err)
+		msgs := <-got
+		require.Len(t, msgs, 1)
+		require.Equal(t, "now", string(msgs[0].Body))
+		require.Equal(t, start, time.Now(), "no virtual time passed")
+
+		ctx, cancel := context.WithCancel(context.Background())
+		errc := make(chan error)
+		go func() {
+			_, err := pc.Poll(ctx, 10)
+			errc <- err
+		}()
+		synctest.Wait()
+		cancel()
+		require.ErrorIs(t, <-errc, context.Canceled)
+		require.Equal(t, start, time.Now())
+		require.NoError(t, pc.Close())
+	})
+}

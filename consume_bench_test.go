@@ -1,0 +1,132 @@
+package mqlite
+
+// Consume benchmarks on real files:
+//
+//	go test -run '^$' -bench 'Consume|EndToEnd' -benchtime 200000x .
+
+import (
+	"context"
+	"path/filepath"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// backlog opens a store on disk with n 128-byte messages in "bench".
+func backlog(b *testing.B, n int) *Store {
+	b.Helper()
+	s, err := Open(filepath.Join(b.TempDir(), "store"), &Options{SegmentSize: 256 << 20})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { s.Close() })
+	if err := s.CreateTopic("bench", TopicConfig{Queues: 4}); err != nil {
+		b.Fatal(err)
+	}
+	batch := make([]*Message, 64)
+	for i := range batch {
+		batch[i] = &Message{Topic: "bench", Body: make([]byte, 128)}
+	}
+	for i := 0; i < n; i += len(batch) {
+		if _, err := s.PutBatch(context.Background(), batch[:min(len(batch), n-i)], (i/len(batch))%4); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := s.WaitVisible(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	return s
+}
+
+// BenchmarkConsume drains a backlog of b.N messages with a push consumer
+// (no-op handler, batch 1 and 32) and a pull consumer (Poll of 32).
+func BenchmarkConsume(b *testing.B) {
+	for _, batch := range []int{1, 32} {
+		b.Run("push/batch"+itoa(batch), func(b *testing.B) {
+			s := backlog(b, b.N)
+			var n atomic.Int64
+			done := make(chan struct{})
+			c, err := s.NewPushConsumer("g", ConsumerOptions{ConsumeFromWhere: ConsumeFromFirstOffset, ConsumeBatchSize: batch})
+			if err != nil {
+				b.Fatal(err)
+			}
+			c.Subscribe("bench", nil)
+			b.ReportAllocs()
+			b.ResetTimer()
+			c.Start(func(_ context.Context, msgs []*MessageExt) ConsumeResult {
+				if n.Add(int64(len(msgs))) == int64(b.N) {
+					close(done)
+				}
+				return ConsumeSuccess
+			})
+			<-done
+			b.StopTimer()
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
+			c.Close()
+		})
+	}
+	b.Run("pull/poll32", func(b *testing.B) {
+		s := backlog(b, b.N)
+		pc, err := s.NewPullConsumer("g", ConsumerOptions{ConsumeFromWhere: ConsumeFromFirstOffset})
+		if err != nil {
+			b.Fatal(err)
+		}
+		pc.Subscribe("bench", nil)
+		b.ReportAllocs()
+		b.ResetTimer()
+		for got := 0; got < b.N; {
+			msgs, err := pc.Poll(context.Background(), 32)
+			if err != nil {
+				b.Fatal(err)
+			}
+			got += len(msgs)
+		}
+		b.StopTimer()
+		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
+		pc.Close()
+	})
+}
+
+// BenchmarkEndToEnd measures Send called -> handler starts (so it includes
+// Send itself), FlushAsync, one message at a time (the next is sent when
+// the last arrived).
+func BenchmarkEndToEnd(b *testing.B) {
+	s, err := Open(filepath.Join(b.TempDir(), "store"), &Options{SegmentSize: 256 << 20})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	s.CreateTopic("e2e", TopicConfig{Queues: 1})
+	p, _ := s.NewProducer(ProducerOptions{})
+	var sent atomic.Int64
+	arrived := make(chan time.Duration, 1)
+	c, _ := s.NewPushConsumer("g", ConsumerOptions{})
+	c.Subscribe("e2e", nil)
+	c.Start(func(_ context.Context, msgs []*MessageExt) ConsumeResult {
+		arrived <- time.Duration(time.Now().UnixNano() - sent.Load())
+		return ConsumeSuccess
+	})
+	lat := make([]time.Duration, 0, b.N)
+	m := &Message{Topic: "e2e", Body: make([]byte, 128)}
+	b.ResetTimer()
+	for range b.N {
+		sent.Store(time.Now().UnixNano())
+		if _, err := p.Send(context.Background(), m); err != nil {
+			b.Fatal(err)
+		}
+		lat = append(lat, <-arrived)
+	}
+	b.StopTimer()
+	slices.Sort(lat)
+	b.ReportMetric(float64(lat[len(lat)/2].Nanoseconds())/1e3, "p50-us")
+	b.ReportMetric(float64(lat[len(lat)*99/100].Nanoseconds())/1e3, "p99-us")
+	c.Close()
+}
+
+func itoa(i int) string {
+	if i < 10 {
+		return string(rune('0' + i))
+	}
+	return itoa(i/10) + string(rune('0'+i%10))
+}

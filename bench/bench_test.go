@@ -1,0 +1,168 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/xml"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestMain lets the test binary serve as the benchmark child, so the
+// harness test below runs every job through a real child process.
+func TestMain(m *testing.M) {
+	RunChildIfRequested()
+	os.Exit(m.Run())
+}
+
+// tinyConfig is quick mode shrunk further: every system, every kind of
+// workload, a few hundred messages.
+func tinyConfig(t *testing.T) Config {
+	return Config{
+		Quick:     true,
+		Sizes:     []SizeCount{{128, 300}, {4096, 50}},
+		Producers: []int{3},
+		Modes:     []Mode{Async, Batch, Sync},
+		Batch:     100,
+		RowLimit:  300 * time.Millisecond,
+		Latency: []LatencySpec{{Async, 128, 1000, 100 * time.Millisecond},
+			{Sync, 128, 200, 100 * time.Millisecond}},
+		SegmentSize:   4 << 20,
+		RecoveryBytes: 2 << 20,
+		Lookups:       20,
+		ProbeBytes:    1 << 20,
+		WriteBytes:    2 << 20,
+		FsyncOps:      10,
+		TempDir:       t.TempDir(),
+	}
+}
+
+// TestRunEverySystem runs the whole harness at a tiny size so that it
+// cannot rot: every row must succeed and count its messages.
+func TestRunEverySystem(t *testing.T) {
+	if testing.Short() {
+		t.Skip("spawns ~50 child processes")
+	}
+	cfg := tinyConfig(t)
+	var progress bytes.Buffer
+	rep, err := Run(context.Background(), cfg, &progress)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Log("\n" + progress.String())
+	for _, r := range rep.Failed() {
+		t.Errorf("%s %s: %s", r.Job.Workload(), r.Job.System, r.Err)
+	}
+	want := len(cfg.Plan())
+	got := len(rep.Rows)
+	if len(rep.Limits) > 0 {
+		got++
+	}
+	if rep.Recovery != nil {
+		got++
+	}
+	if got != want {
+		t.Errorf("%d results for %d jobs", got, want)
+	}
+	if n := strings.Count(progress.String(), "\n"); n != want {
+		t.Errorf("%d progress lines for %d jobs", n, want)
+	}
+	for _, r := range rep.Rows {
+		if r.Err == "" && (r.Msgs <= 0 || r.Seconds <= 0 || r.PeakRSS <= 0) {
+			t.Errorf("%s %s: msgs %d, seconds %g, peak RSS %d", r.Job.Workload(), r.Job.System, r.Msgs, r.Seconds, r.PeakRSS)
+		}
+		if r.Job.Kind == KindLatency && r.P50 <= 0 {
+			t.Errorf("%s %s: no latency", r.Job.Workload(), r.Job.System)
+		}
+	}
+	if rr := rep.Recovery; rr == nil || rr.Recovery.Messages == 0 || rr.Recovery.Hits != cfg.Lookups {
+		t.Errorf("recovery: %+v", rr)
+	}
+	var md, svg bytes.Buffer
+	if err := rep.WriteMarkdown(&md, "chart.svg"); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range SystemNames() {
+		if !strings.Contains(md.String(), "| "+s) {
+			t.Errorf("markdown has no row for %s", s)
+		}
+	}
+	if err := WriteChart(&svg, rep.Rows, "test"); err != nil {
+		t.Fatal(err)
+	}
+	checkSVG(t, svg.Bytes())
+}
+
+// TestSystemsRoundTrip checks each adapter in this process: bodies come
+// back in order and intact, before and after a reopen.
+func TestSystemsRoundTrip(t *testing.T) {
+	for _, sys := range Systems() {
+		t.Run(sys.Name(), func(t *testing.T) {
+			p := Params{Dir: t.TempDir(), Producers: 1, Batch: 4, SegmentSize: 1 << 20}
+			q, err := sys.Open(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var want [][]byte
+			for i := range 3 {
+				var batch [][]byte
+				for k := range 1 + i {
+					batch = append(batch, fmt.Appendf(nil, "message %d.%d", i, k))
+				}
+				if err := q.Send(0, batch); err != nil {
+					t.Fatal(err)
+				}
+				want = append(want, batch...)
+			}
+			check := func(q Queue) {
+				t.Helper()
+				c, err := q.NewConsumer()
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer c.Close()
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				var got [][]byte
+				for len(got) < len(want) {
+					if got, err = c.Next(ctx, got); err != nil {
+						t.Fatalf("after %d: %v", len(got), err)
+					}
+				}
+				for i := range want {
+					if !bytes.Equal(got[i], want[i]) {
+						t.Fatalf("message %d: %q, want %q", i, got[i], want[i])
+					}
+				}
+			}
+			check(q)
+			if err := q.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if q, err = sys.Open(p); err != nil {
+				t.Fatal(err)
+			}
+			check(q)
+			if err := q.Close(); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+func checkSVG(t *testing.T, b []byte) {
+	t.Helper()
+	d := xml.NewDecoder(bytes.NewReader(b))
+	for {
+		_, err := d.Token()
+		if err != nil {
+			if err.Error() != "EOF" {
+				t.Fatalf("chart is not well-formed XML: %v\n%s", err, b)
+			}
+			return
+		}
+	}
+}

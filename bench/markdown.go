@@ -1,0 +1,62 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"strings"
+)
+
+// WriteMarkdown writes the whole report: run details, the machine's
+// limits, throughput, latency, the crash test, failures and how to read
+// the columns. chart names the SVG to link ("" for none).
+func (rep *Report) WriteMarkdown(w io.Writer, chart string) error {
+	var b strings.Builder
+	m := rep.Meta
+	fmt.Fprintf(&b, "# mqbench results (%s run)\n\n", m.Preset)
+	fmt.Fprintf(&b, "%s, %s %s/%s, %d CPUs, kernel %s; the run took %s. Every row ran in its own child process.\n\n",
+		m.Started.Format("2006-01-02 15:04 MST"), m.GoVersion, m.OS, m.Arch, m.CPUs, m.Kernel, m.Elapsed)
+	if chart != "" {
+		fmt.Fprintf(&b, "![throughput per system and workload](%s)\n\n", chart)
+	}
+	section := func(title, intro string, t *Table) {
+		if len(t.Rows) == 0 {
+			return
+		}
+		fmt.Fprintf(&b, "## %s\n\n", title)
+		if intro != "" {
+			b.WriteString(intro + "\n\n")
+		}
+		t.Write(&b)
+		b.WriteString("\n")
+	}
+	section("Machine limits (same run)", "What the hardware allows here: the ceilings the rows below are measured against.",
+		rep.LimitsTable())
+	section("Throughput", throughputIntro, rep.ThroughputTable())
+	section("End-to-end latency at a steady rate", latencyIntro, rep.LatencyTable())
+	section("mqlite crash recovery and key lookup", recoveryIntro, rep.RecoveryTable())
+	if failed := rep.Failed(); len(failed) > 0 {
+		b.WriteString("## Failures\n\n")
+		for _, r := range failed {
+			fmt.Fprintf(&b, "- %s %s: %s\n", r.Job.Workload(), r.Job.System, r.Err)
+		}
+		b.WriteString("\n")
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+const throughputIntro = `Producers send bodies of random bytes; *msgs/s* and *MB/s* (bodies only, 10^6 B) count from the first send to the last ack (close is not timed).
+*vs mqlite* is the row's msgs/s over mqlite's in the same workload (above 1: faster than mqlite).
+*p50/p99* are per send call: one message, or one batch of 1000 in *batch* rows (JetStream *async*: publish to ack, acks collected in order).
+A row that reached its time cap before its count says so in *msgs*.
+*consume* writes a backlog (batches of 1000, async, untimed), closes and reopens the store, then times one consumer reading it all.
+*peak RSS* is the child's VmHWM, which counts touched pages of mapped files (mqlite's CommitLog, bbolt's file); *peak anon* is the highest RssAnon sampled every 20 ms.
+mqlite's messages per fsync in *sync* rows are n/a: the store does not export a sync count.`
+
+const latencyIntro = `One producer sends at a fixed rate, each body stamped with the time its send call began; one consumer in the same process records the time until it receives the message.
+mqlite's consumer is ReadQueue (woken by the dispatcher), JetStream's an ordered consumer; bbolt, wal and Pebble have no wait of their own, so their consumer is woken by the producer after each commit (what a program using them as a queue builds).
+With FlushSync, mqlite readers see only flushed messages, so *sync* latency includes the fsync; so does every other system's *sync* row.
+*sent/s* below the target rate means the producer's send calls (which block in *sync* rows) took longer than the interval; latency is measured from each actual send.`
+
+const recoveryIntro = `A child process puts 1 KiB messages, each with one key, with FlushAsync until the CommitLog holds the target size, then is killed with SIGKILL while still writing.
+The page cache survives (a process crash, not a power loss). *Open* is mqlite.Open on the killed store; *first read* the first ReadQueue after it; *lookups* are MessagesByKey for random keys among those written.`

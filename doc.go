@@ -6,12 +6,38 @@
 //
 //	s, err := mqlite.Open(dir, &mqlite.Options{Flush: mqlite.FlushSync})
 //	defer s.Close()
-//	res, err := s.Put(ctx, &mqlite.Message{Topic: "orders", Keys: []string{"o-42"}, Body: b}, queue)
+//	s.CreateTopic("orders", mqlite.TopicConfig{Queues: 8})
+//	p, err := s.NewProducer(mqlite.ProducerOptions{})
+//	res, err := p.Send(ctx, &mqlite.Message{Topic: "orders", Keys: []string{"o-42"}, Body: b})
+//	c, err := s.NewPushConsumer("billing", mqlite.ConsumerOptions{})
+//	c.Subscribe("orders", nil)
+//	c.Start(func(ctx context.Context, msgs []*mqlite.MessageExt) mqlite.ConsumeResult { ... })
 //	m, err := s.MessageByID(res.MsgID())
+//
+// Topics (package topic) have a fixed, growable number of queues; the
+// first send creates a topic unless Options.DisableAutoCreateTopics. A
+// Producer (package producer) picks a queue per message: round robin, the
+// queue its ShardingKey hashes to (per-key order), or a Selector; a
+// one-queue topic gives global order. Consumer groups (package consumer)
+// share a topic's queues among their members (Clustering, rebalanced when
+// members come and go) or give every member everything (Broadcasting);
+// push consumers run handlers on a bounded pool, concurrently or one call
+// per queue at a time (Orderly); pull consumers Poll. Subscriptions filter
+// by tag or SQL92 (package filter) inside the store. Committed offsets
+// persist; delivery is at least once.
+//
+// A message with a DelayLevel goes to the schedule topic and comes back
+// to its topic when due; one with a DeliverAt time goes to the timer topic
+// and is bucketed on disk by due minute. A handler's ReconsumeLater sends
+// the message to the group's retry topic with a growing delay, and past
+// the group's limit to its dead-letter topic (DeadLetters, Redrive).
+// Transactions (package txn) store a half message, run the local
+// transaction, and commit, roll back, or leave it to a check-back that
+// survives restarts. All timing runs on Options.Clock.
 //
 // # Data path
 //
-// Put validates the message (package message), takes the CommitLog's one
+// A send validates the message (package message), takes the CommitLog's one
 // append lock, assigns the queue offset and store time, and encodes the
 // record straight into the mapped segment (package commitlog) with no
 // intermediate buffer. Then the flush mode applies (package flush): with
@@ -38,6 +64,9 @@
 //	  commitlog/    segments named by 20-digit start offset
 //	  consumequeue/{topic}/{queue}/  entry files named by logical byte offset, plus meta
 //	  index/        IndexFiles named by their first CommitLog offset
+//	  config/       topics, consumer groups and offsets, delay and transaction progress
+//	                (JSON behind a magic, version and CRC32-C header, replaced atomically)
+//	  timer/        pending deliver-at timers, one file per due minute
 //
 // At Open, entries past the recovered CommitLog end are dropped, and what
 // the indexes miss (from the checkpoint's dispatched offset, or from the
@@ -61,10 +90,12 @@
 // # Where to look
 //
 // commitlog (segments, frame format, recovery), consumequeue and indexfile
-// (derived indexes, usable alone), flush (group commit and
-// periodic flush), message (message model, payload layout, IDs), clock
-// (injectable time), internal/vfs (the file seam, with the in-memory and
-// fault-injecting implementations used by tests).
+// (derived indexes, usable alone), flush (group commit and periodic
+// flush), message (message model, payload layout, IDs), topic (registry
+// and names), producer, consumer, filter, txn, clock (injectable time),
+// internal/vfs (the file seam, with the in-memory and fault-injecting
+// implementations used by tests), bench (a separate module comparing
+// mqlite with its peers).
 //
 // # Caveats
 //

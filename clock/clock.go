@@ -23,6 +23,9 @@ type Clock interface {
 type Timer interface {
 	C() <-chan time.Time
 	Stop() bool
+	// Reset makes a stopped or fired timer fire d from now, with no stale
+	// value left in C (as time.Timer since Go 1.23).
+	Reset(d time.Duration)
 }
 
 // Ticker fires periodically.
@@ -44,8 +47,9 @@ func (realClock) NewTicker(d time.Duration) Ticker {
 
 type realTimer struct{ t *time.Timer }
 
-func (t realTimer) C() <-chan time.Time { return t.t.C }
-func (t realTimer) Stop() bool          { return t.t.Stop() }
+func (t realTimer) C() <-chan time.Time   { return t.t.C }
+func (t realTimer) Stop() bool            { return t.t.Stop() }
+func (t realTimer) Reset(d time.Duration) { t.t.Reset(d) }
 
 type realTicker struct{ t *time.Ticker }
 
@@ -140,6 +144,25 @@ func (f *Fake) Waiters() int {
 }
 
 func (w *fakeWaiter) C() <-chan time.Time { return w.ch }
+
+// Reset re-arms the timer d of fake time from now, dropping a value it
+// fired and nobody received.
+func (w *fakeWaiter) Reset(d time.Duration) {
+	w.Stop()
+	f := w.f
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	select {
+	case <-w.ch:
+	default:
+	}
+	w.at = f.now.Add(d)
+	if d <= 0 && w.period == 0 {
+		w.ch <- f.now
+		return
+	}
+	f.waiters = append(f.waiters, w)
+}
 
 type fakeTicker struct{ *fakeWaiter }
 

@@ -11,6 +11,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -40,8 +41,9 @@ type GroupCommit struct {
 		flushed int64
 		err     error
 		closed  bool
-		round   chan struct{} // closed when the next sync completes
+		waiters []*gcWaiter // registered in Wait, signalled by the loop
 	}
+	pool sync.Pool
 	kick chan struct{}
 	quit chan struct{}
 	done chan struct{}
@@ -65,7 +67,6 @@ func NewGroupCommit(f Flusher, opts GroupCommitOptions) *GroupCommit {
 	g := &GroupCommit{f: f, timeout: opts.Timeout, clk: opts.Clock, onFlush: opts.OnFlush,
 		kick: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{})}
 	g.mu.flushed = f.FlushedPosition()
-	g.mu.round = make(chan struct{})
 	go g.loop()
 	return g
 }
@@ -80,18 +81,22 @@ func (g *GroupCommit) loop() {
 			g.syncOnce()
 			g.mu.Lock()
 			g.mu.closed = true
-			close(g.mu.round)
+			g.wakeLocked(func(*gcWaiter) bool { return true })
 			g.mu.Unlock()
 			return
 		}
 	}
 }
 
+// gcWaiter is one sender waiting in Wait. Waiters are pooled, with their
+// channel and timer, so that a FlushSync send allocates nothing here.
+type gcWaiter struct {
+	off int64
+	ch  chan struct{} // cap 1: signalled once when the waiter's outcome is known
+	tm  clock.Timer   // reused across waits
+}
+
 func (g *GroupCommit) syncOnce() {
-	g.mu.Lock()
-	round := g.mu.round
-	g.mu.round = make(chan struct{})
-	g.mu.Unlock()
 	flushed, err := g.f.Flush()
 	g.mu.Lock()
 	if flushed > g.mu.flushed {
@@ -100,11 +105,39 @@ func (g *GroupCommit) syncOnce() {
 	if err != nil && g.mu.err == nil {
 		g.mu.err = err
 	}
+	done, failed := g.mu.flushed, g.mu.err != nil
+	g.wakeLocked(func(w *gcWaiter) bool { return failed || w.off <= done })
 	g.mu.Unlock()
-	close(round)
 	if err == nil && g.onFlush != nil {
 		g.onFlush(flushed)
 	}
+}
+
+// wakeLocked signals and forgets the waiters ready reports.
+func (g *GroupCommit) wakeLocked(ready func(*gcWaiter) bool) {
+	kept := g.mu.waiters[:0]
+	for _, w := range g.mu.waiters {
+		if ready(w) {
+			w.ch <- struct{}{}
+		} else {
+			kept = append(kept, w)
+		}
+	}
+	clear(g.mu.waiters[len(kept):])
+	g.mu.waiters = kept
+}
+
+// outcomeLocked is Wait's answer from the shared state, or done == false.
+func (g *GroupCommit) outcomeLocked(off int64) (done bool, err error) {
+	switch {
+	case g.mu.flushed >= off:
+		return true, nil
+	case g.mu.err != nil:
+		return true, g.mu.err
+	case g.mu.closed:
+		return true, errs.ErrClosed
+	}
+	return false, nil
 }
 
 // Wait returns nil once everything below off is durable. It returns the
@@ -113,36 +146,54 @@ func (g *GroupCommit) syncOnce() {
 // timeout (the record stays stored), ctx.Err() when ctx ends first, and
 // ErrClosed if the service closed before off was flushed.
 func (g *GroupCommit) Wait(ctx context.Context, off int64) error {
+	g.mu.Lock()
+	if done, err := g.outcomeLocked(off); done {
+		g.mu.Unlock()
+		return err
+	}
+	w, _ := g.pool.Get().(*gcWaiter)
+	if w == nil {
+		w = &gcWaiter{ch: make(chan struct{}, 1)}
+	}
+	w.off = off
+	g.mu.waiters = append(g.mu.waiters, w)
+	g.mu.Unlock()
+	defer g.pool.Put(w)
+	g.Kick()
+
 	var timeout <-chan time.Time
 	if g.timeout > 0 {
-		t := g.clk.NewTimer(g.timeout)
-		defer t.Stop()
-		timeout = t.C()
+		if w.tm == nil {
+			w.tm = g.clk.NewTimer(g.timeout)
+		} else {
+			w.tm.Reset(g.timeout)
+		}
+		defer w.tm.Stop()
+		timeout = w.tm.C()
 	}
-	for {
+	var gaveUp error
+	select {
+	case <-w.ch:
 		g.mu.Lock()
-		flushed, err, closed, round := g.mu.flushed, g.mu.err, g.mu.closed, g.mu.round
+		_, err := g.outcomeLocked(off)
 		g.mu.Unlock()
-		switch {
-		case flushed >= off:
-			return nil
-		case err != nil:
-			return err
-		case closed:
-			return errs.ErrClosed
-		}
-		select {
-		case g.kick <- struct{}{}:
-		default:
-		}
-		select {
-		case <-round:
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-timeout:
-			return fmt.Errorf("mqlite/flush: offset %d not flushed within %s: %w", off, g.timeout, errs.ErrFlushTimeout)
-		}
+		return err
+	case <-ctx.Done():
+		gaveUp = ctx.Err()
+	case <-timeout:
+		gaveUp = fmt.Errorf("mqlite/flush: offset %d not flushed within %s: %w", off, g.timeout, errs.ErrFlushTimeout)
 	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if i := slices.Index(g.mu.waiters, w); i >= 0 {
+		g.mu.waiters = slices.Delete(g.mu.waiters, i, i+1)
+		return gaveUp
+	}
+	<-w.ch // signalled meanwhile: take the signal back, and the outcome
+	if done, err := g.outcomeLocked(off); done {
+		return err
+	}
+	return gaveUp
 }
 
 // Kick starts a sync round without waiting for it (a no-op if one is

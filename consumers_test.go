@@ -1,9 +1,14 @@
 package mqlite
 
 import (
+	"bufio"
 	"context"
 	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"sync"
+	"syscall"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -165,4 +170,124 @@ func TestPollWakesWithoutTimePassing(t *testing.T) {
 		require.Equal(t, start, time.Now())
 		require.NoError(t, pc.Close())
 	})
+}
+
+const consumeChildEnv = "MQLITE_CONSUME_CHILD_DIR"
+
+// TestConsumeCrashChild is the child of TestConsumerSurvivesKill9: it
+// consumes with a push consumer, printing each message before returning
+// success, until it is killed.
+func TestConsumeCrashChild(t *testing.T) {
+	dir := os.Getenv(consumeChildEnv)
+	if dir == "" {
+		t.Skip("child process only")
+	}
+	s, err := Open(dir, &Options{SegmentSize: 1 << 20, OffsetPersistInterval: 5 * time.Millisecond})
+	require.NoError(t, err)
+	c, err := s.NewPushConsumer("g", ConsumerOptions{ConsumeFromWhere: ConsumeFromFirstOffset, Goroutines: 2})
+	require.NoError(t, err)
+	require.NoError(t, c.Subscribe("k", nil))
+	var mu sync.Mutex
+	require.NoError(t, c.Start(func(_ context.Context, msgs []*MessageExt) ConsumeResult {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, m := range msgs {
+			fmt.Printf("C %d %d %s\n", m.QueueID, m.QueueOffset, m.Body)
+		}
+		time.Sleep(50 * time.Microsecond) // a handler doing work, not synchronisation
+		return ConsumeSuccess
+	}))
+	select {} // killed here
+}
+
+// TestConsumerSurvivesKill9 kills a consuming child mid-stream; a new
+// member of the group then gets every message the child did not finish,
+// so nothing is lost, and redelivers only what followed the child's last
+// persisted commit in each queue.
+func TestConsumerSurvivesKill9(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "store")
+	s, err := Open(dir, &Options{SegmentSize: 1 << 20})
+	require.NoError(t, err)
+	require.NoError(t, s.CreateTopic("k", TopicConfig{Queues: 4}))
+	const n = 4000
+	p, err := s.NewProducer(ProducerOptions{})
+	require.NoError(t, err)
+	for i := range n {
+		require.NoError(t, p.SendOneway(&Message{Topic: "k", Body: []byte(fmt.Sprint(i))}))
+	}
+	require.NoError(t, s.Close())
+
+	cmd := exec.Command(os.Args[0], "-test.run=^TestConsumeCrashChild$", "-test.count=1")
+	cmd.Env = append(os.Environ(), consumeChildEnv+"="+dir)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	out, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	child := map[string]bool{}
+	childMax := map[int]int64{} // queue -> highest offset the child finished
+	sc := bufio.NewScanner(out)
+	for len(child) < n/2 && sc.Scan() {
+		var q int
+		var off int64
+		var body string
+		if _, err := fmt.Sscanf(sc.Text(), "C %d %d %s", &q, &off, &body); err == nil {
+			child[body] = true
+			childMax[q] = max(childMax[q], off)
+		}
+	}
+	require.NoError(t, cmd.Process.Kill())
+	cmd.Wait()
+	require.GreaterOrEqual(t, len(child), n/2, "the child consumed before it was killed")
+
+	s, err = Open(dir, &Options{SegmentSize: 1 << 20})
+	require.NoError(t, err)
+	defer s.Close()
+	var mu sync.Mutex
+	again := map[string]bool{}
+	firstAgain := map[int]int64{}
+	done := make(chan struct{})
+	c, err := s.NewPushConsumer("g", ConsumerOptions{ConsumeFromWhere: ConsumeFromFirstOffset})
+	require.NoError(t, err)
+	require.NoError(t, c.Subscribe("k", nil))
+	require.NoError(t, c.Start(func(_ context.Context, msgs []*MessageExt) ConsumeResult {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, m := range msgs {
+			if _, ok := firstAgain[int(m.QueueID)]; !ok {
+				firstAgain[int(m.QueueID)] = m.QueueOffset
+			}
+			again[string(m.Body)] = true
+			if len(again) == n-len(child) || allSeen(child, again, n) {
+				select {
+				case <-done:
+				default:
+					close(done)
+				}
+			}
+		}
+		return ConsumeSuccess
+	}))
+	<-done
+	require.NoError(t, c.Close())
+	require.True(t, allSeen(child, again, n), "no message lost")
+	dups := 0
+	for b := range again {
+		if child[b] {
+			dups++
+		}
+	}
+	for q, first := range firstAgain {
+		require.LessOrEqual(t, first, childMax[q]+1, "queue %d resumes at or before where the child stopped", q)
+	}
+	require.Less(t, dups, len(child), "commits persisted while the child ran bound the redeliveries")
+	t.Logf("child consumed %d, redelivered %d", len(child), dups)
+}
+
+func allSeen(a, b map[string]bool, n int) bool {
+	for i := range n {
+		if k := fmt.Sprint(i); !a[k] && !b[k] {
+			return false
+		}
+	}
+	return true
 }

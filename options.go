@@ -72,6 +72,12 @@ type Options struct {
 	// DefaultDelayLevels (RocketMQ's 18, 1s to 2h). At most 64.
 	DelayLevels []time.Duration
 
+	// OffsetPersistInterval is how often consumer groups' committed
+	// offsets are written to config/ (they are also written on Close);
+	// default 5 s, as RocketMQ's. Shorter means fewer redeliveries after a
+	// crash.
+	OffsetPersistInterval time.Duration
+
 	// Transaction check-back (see package txn); zero values mean
 	// RocketMQ's defaults: every 60 s, for half messages older than 6 s,
 	// at most 15 checks, then discarded (or parked in

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/mqlite/mqlite/consumequeue"
@@ -47,7 +48,7 @@ type timers struct {
 	quit chan struct{}
 	done chan struct{}
 
-	enqueued int64 // next timer-queue offset to bucket; saved in timer.json
+	enqueued atomic.Int64 // next timer-queue offset to bucket; saved in timer.json
 	buckets  []int64
 	cur      []timerEntry // entries of due buckets, by due time
 	curEnd   int64        // buckets below this are loaded into cur
@@ -72,7 +73,7 @@ func newTimers(s *Store) (*timers, error) {
 	if _, err := cfgfile.Read(s.fs, s.path(configDir), timerFile, timerMagic, timerVersion, &st); err != nil {
 		return nil, err
 	}
-	t.enqueued = st.Enqueued
+	t.enqueued.Store(st.Enqueued)
 	if err := s.fs.MkdirAll(t.dir, 0o755); err != nil {
 		return nil, fmt.Errorf("mqlite: create %s: %w (%w)", t.dir, errs.ErrIO, err)
 	}
@@ -93,6 +94,8 @@ func newTimers(s *Store) (*timers, error) {
 }
 
 func (t *timers) start() { go t.run() }
+
+func (t *timers) enqueuedPos() int64 { return t.enqueued.Load() }
 
 func (t *timers) stop() {
 	close(t.quit)
@@ -120,7 +123,7 @@ func (t *timers) run() {
 			}
 			continue
 		}
-		ch, err := t.s.disp.waitCh(q, t.enqueued)
+		ch, err := t.s.disp.waitCh(q, t.enqueued.Load())
 		if err != nil {
 			return // closing or fenced
 		}
@@ -158,12 +161,12 @@ func (t *timers) failed(what string, err error) bool {
 // enqueue moves new timer-queue entries into bucket files (or straight
 // into cur when their bucket is loaded), then saves the tail position.
 func (t *timers) enqueue(q *consumequeue.Queue) error {
-	if t.enqueued < q.MinOffset() {
-		t.enqueued = q.MinOffset()
+	if t.enqueued.Load() < q.MinOffset() {
+		t.enqueued.Store(q.MinOffset())
 	}
 	var buf [timerBatch]consumequeue.Entry
-	for t.enqueued < q.MaxOffset() {
-		n, err := q.Read(t.enqueued, buf[:])
+	for t.enqueued.Load() < q.MaxOffset() {
+		n, err := q.Read(t.enqueued.Load(), buf[:])
 		if err != nil {
 			return err
 		}
@@ -184,10 +187,11 @@ func (t *timers) enqueue(q *consumequeue.Queue) error {
 		if err := t.s.fs.SyncDir(t.dir); err != nil {
 			return fmt.Errorf("mqlite: sync %s: %w (%w)", t.dir, errs.ErrIO, err)
 		}
-		t.enqueued += int64(n)
-		if err := cfgfile.Write(t.s.fs, t.s.path(configDir), timerFile, timerMagic, timerVersion, timerState{t.enqueued}); err != nil {
+		next := t.enqueued.Load() + int64(n)
+		if err := cfgfile.Write(t.s.fs, t.s.path(configDir), timerFile, timerMagic, timerVersion, timerState{next}); err != nil {
 			return err
 		}
+		t.enqueued.Store(next)
 	}
 	slices.SortStableFunc(t.cur, func(a, b timerEntry) int { return cmp.Compare(a.due, b.due) })
 	return nil
@@ -340,4 +344,14 @@ func (s *Store) toTimer(m *Message, queue int) (*Message, int, error) {
 	c.Properties[message.PropRealTopic] = m.Topic
 	c.Properties[message.PropRealQueueID] = strconv.Itoa(queue)
 	return &c, 0, nil
+}
+
+// timerBacklog is how many timer messages are stored but not yet in a
+// bucket file (for benchmarks and stats).
+func (s *Store) timerBacklog() int64 {
+	q, err := s.disp.cq.Queue(topic.Timer, 0, false)
+	if err != nil || q == nil {
+		return 0
+	}
+	return q.MaxOffset() - s.timers.enqueuedPos()
 }

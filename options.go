@@ -72,6 +72,16 @@ type Options struct {
 	// DefaultDelayLevels (RocketMQ's 18, 1s to 2h). At most 64.
 	DelayLevels []time.Duration
 
+	// DiskMaxUsedRatio: while the volume holding the store is fuller
+	// than this, sends fail fast with ErrDiskFull (reads keep working).
+	// Default 0.75; 1 turns the check off.
+	DiskMaxUsedRatio float64
+	// FlowControlThreshold: while the append path or a FlushSync sync has
+	// been stuck longer than this, sends fail fast with ErrFlowControl.
+	// Default 1 s (RocketMQ's osPageCacheBusyTimeOutMills); negative
+	// turns it off.
+	FlowControlThreshold time.Duration
+
 	// OffsetPersistInterval is how often consumer groups' committed
 	// offsets are written to config/ (they are also written on Close);
 	// default 5 s, as RocketMQ's. Shorter means fewer redeliveries after a
@@ -148,6 +158,15 @@ func (o *Options) withDefaults() (Options, error) {
 		if d <= 0 {
 			problems = append(problems, fmt.Errorf("DelayLevels[%d] = %s, want > 0", i, d))
 		}
+	}
+	if c.DiskMaxUsedRatio == 0 {
+		c.DiskMaxUsedRatio = 0.75
+	}
+	if c.DiskMaxUsedRatio < 0 || c.DiskMaxUsedRatio > 1 {
+		problems = append(problems, fmt.Errorf("DiskMaxUsedRatio %g outside (0, 1]", c.DiskMaxUsedRatio))
+	}
+	if c.FlowControlThreshold == 0 {
+		c.FlowControlThreshold = time.Second
 	}
 	if c.DefaultTopicQueues == 0 {
 		c.DefaultTopicQueues = topic.DefaultQueues

@@ -66,8 +66,9 @@ func plSeedValue(t *testing.T) uint64 {
 }
 
 func plOptions(clk clock.Clock, seg int64) *Options {
-	// Small ConsumeQueue and IndexFile files keep each image cheap.
-	return &Options{Flush: FlushSync, SegmentSize: seg, SyncFlushTimeout: time.Second,
+	// Small ConsumeQueue and IndexFile files keep each image cheap. The
+	// test jumps the fake clock while syncs run: no flow control.
+	return &Options{Flush: FlushSync, SegmentSize: seg, SyncFlushTimeout: time.Second, FlowControlThreshold: -1,
 		CheckpointInterval: time.Second, NoWarm: true, Clock: clk,
 		ConsumeQueueEntries: 1024, IndexSlots: 512, IndexEntries: 2048}
 }

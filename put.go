@@ -133,6 +133,9 @@ func (s *Store) append(ctx context.Context, m *Message, queue int, sys, validate
 	if err := ctx.Err(); err != nil {
 		return PutResult{}, err
 	}
+	if err := s.admit(); err != nil {
+		return PutResult{}, err
+	}
 	if !sys && m != nil && (m.DelayLevel > 0 || !m.DeliverAt.IsZero()) {
 		var err error
 		if m, queue, err = s.delayed(m, queue, validated); err != nil {
@@ -144,7 +147,10 @@ func (s *Store) append(ctx context.Context, m *Message, queue int, sys, validate
 	if err != nil {
 		return PutResult{}, err
 	}
+	s.guard.appending.Add(1)
 	off, err := s.log.Append(j)
+	s.guard.appending.Add(-1)
+	s.guard.appended.Add(1)
 	if err != nil {
 		s.releaseJob(j)
 		return PutResult{}, err
@@ -199,6 +205,9 @@ func (s *Store) appendBatch(ctx context.Context, msgs []*Message, queue int, val
 	if len(msgs) == 0 {
 		return nil, fmt.Errorf("mqlite: empty batch: %w", errs.ErrInvalidArgument)
 	}
+	if err := s.admit(); err != nil {
+		return nil, err
+	}
 	jobs := make([]*putJob, 0, len(msgs))
 	apps := make([]commitlog.Appender, 0, len(msgs))
 	defer func() {
@@ -217,7 +226,10 @@ func (s *Store) appendBatch(ctx context.Context, msgs []*Message, queue int, val
 		jobs = append(jobs, j)
 		apps = append(apps, j)
 	}
+	s.guard.appending.Add(1)
 	first, _, err := s.log.AppendBatch(apps)
+	s.guard.appending.Add(-1)
+	s.guard.appended.Add(1)
 	if err != nil {
 		return nil, err
 	}

@@ -56,6 +56,7 @@ type Store struct {
 	txn         *txn.Service
 	retry       retryPolicies
 	consumers   *consumer.Manager
+	guard       guard
 
 	handles struct { // producers and consumers, closed by Close
 		sync.Mutex
@@ -109,6 +110,7 @@ func openFS(fs vfs.FS, dir string, opts *Options) (*Store, error) {
 		return nil, err
 	}
 	go s.checkpointLoop()
+	s.startGuard()
 	s.sched.start()
 	s.timers.start()
 	if err := s.txn.Start(); err != nil {
@@ -307,6 +309,7 @@ func (s *Store) Close() error {
 		txErr := s.txn.Close()
 		s.timers.stop()
 		schedErr := s.sched.stop()
+		s.stopGuard()
 		close(s.cpQuit)
 		<-s.cpDone
 		errList := []error{cErr, hErr, txErr, schedErr}

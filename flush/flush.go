@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mqlite/mqlite/clock"
@@ -43,10 +44,11 @@ type GroupCommit struct {
 		closed  bool
 		waiters []*gcWaiter // registered in Wait, signalled by the loop
 	}
-	pool sync.Pool
-	kick chan struct{}
-	quit chan struct{}
-	done chan struct{}
+	pool      sync.Pool
+	syncStart atomic.Int64 // unix ns when the running sync began; 0 when idle
+	kick      chan struct{}
+	quit      chan struct{}
+	done      chan struct{}
 }
 
 // GroupCommitOptions configure a GroupCommit.
@@ -97,7 +99,9 @@ type gcWaiter struct {
 }
 
 func (g *GroupCommit) syncOnce() {
+	g.syncStart.Store(g.clk.Now().UnixNano())
 	flushed, err := g.f.Flush()
+	g.syncStart.Store(0)
 	g.mu.Lock()
 	if flushed > g.mu.flushed {
 		g.mu.flushed = flushed
@@ -194,6 +198,13 @@ func (g *GroupCommit) Wait(ctx context.Context, off int64) error {
 		return err
 	}
 	return gaveUp
+}
+
+// SyncingSince reports when the sync in progress began (ok == false when
+// none is running), so the store can tell a stalled disk.
+func (g *GroupCommit) SyncingSince() (time.Time, bool) {
+	ns := g.syncStart.Load()
+	return time.Unix(0, ns), ns != 0
 }
 
 // Kick starts a sync round without waiting for it (a no-op if one is

@@ -22,6 +22,8 @@ type MemFS struct {
 	files map[string]*memFile
 	dirs  map[string]bool
 	locks map[string]bool
+
+	capacity uint64 // for Usage; 0 = unknown
 }
 
 type memFile struct {

@@ -1,0 +1,113 @@
+package mqlite
+
+import (
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/mqlite/mqlite/internal/errs"
+	"github.com/mqlite/mqlite/internal/vfs"
+)
+
+// guard is the store-side protection of the write path: sends fail fast
+// with ErrDiskFull while the volume is fuller than Options.DiskMaxUsedRatio,
+// and with ErrFlowControl while the append path or a FlushSync sync has
+// been stuck longer than Options.FlowControlThreshold (RocketMQ's
+// page-cache-busy check), instead of queueing without bound. One monitor
+// goroutine samples both on the store's clock; the send path only reads
+// two flags.
+type guard struct {
+	diskFull  atomic.Bool
+	busy      atomic.Bool
+	appending atomic.Int64  // appends inside the CommitLog now
+	appended  atomic.Uint64 // appends completed
+
+	quit chan struct{}
+	done chan struct{}
+}
+
+// admit is the send path's check.
+func (s *Store) admit() error {
+	if s.guard.diskFull.Load() {
+		return fmt.Errorf("mqlite: volume use above %.0f%%: %w", 100*s.opts.DiskMaxUsedRatio, errs.ErrDiskFull)
+	}
+	if s.guard.busy.Load() {
+		return fmt.Errorf("mqlite: the write path has been stalled for more than %s: %w", s.opts.FlowControlThreshold, errs.ErrFlowControl)
+	}
+	return nil
+}
+
+func (s *Store) startGuard() {
+	s.guard.quit, s.guard.done = make(chan struct{}), make(chan struct{})
+	s.checkDisk()
+	go s.monitor()
+}
+
+func (s *Store) stopGuard() {
+	if s.guard.quit != nil {
+		close(s.guard.quit)
+		<-s.guard.done
+	}
+}
+
+func (s *Store) monitor() {
+	defer close(s.guard.done)
+	tick := time.Second
+	if t := s.opts.FlowControlThreshold; t > 0 {
+		tick = min(tick, max(t/4, time.Millisecond))
+	}
+	t := s.opts.Clock.NewTicker(tick)
+	defer t.Stop()
+	var last uint64
+	var stuckSince time.Time
+	nextDisk := s.opts.Clock.Now().Add(time.Second)
+	for {
+		select {
+		case <-s.guard.quit:
+			return
+		case <-t.C():
+		}
+		now := s.opts.Clock.Now()
+		if !now.Before(nextDisk) {
+			s.checkDisk()
+			nextDisk = now.Add(time.Second)
+		}
+		if s.opts.FlowControlThreshold < 0 {
+			continue
+		}
+		busy := false
+		if n := s.guard.appended.Load(); s.guard.appending.Load() > 0 && n == last {
+			if stuckSince.IsZero() {
+				stuckSince = now
+			}
+			busy = now.Sub(stuckSince) >= s.opts.FlowControlThreshold
+		} else {
+			last, stuckSince = n, time.Time{}
+		}
+		if s.gc != nil {
+			if since, ok := s.gc.SyncingSince(); ok && now.Sub(since) >= s.opts.FlowControlThreshold {
+				busy = true
+			}
+		}
+		if busy != s.guard.busy.Load() {
+			s.guard.busy.Store(busy)
+			s.opts.Logger.Warn("mqlite: flow control", "on", busy)
+		}
+	}
+}
+
+// checkDisk samples the volume's use.
+func (s *Store) checkDisk() {
+	if s.opts.DiskMaxUsedRatio >= 1 {
+		return
+	}
+	used, total, ok, err := vfs.Usage(s.fs, s.dir)
+	if err != nil || !ok {
+		return
+	}
+	full := float64(used) > s.opts.DiskMaxUsedRatio*float64(total)
+	if full != s.guard.diskFull.Load() {
+		s.guard.diskFull.Store(full)
+		s.opts.Logger.Warn("mqlite: disk use limit", "full", full, "used", used, "total", total)
+	}
+}

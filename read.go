@@ -35,7 +35,7 @@ func (s *Store) ReadAt(off int64) (*MessageExt, error) {
 		if err := checkPayload(r); err != nil {
 			return err
 		}
-		if err := message.Decode(r.Payload, ext); err != nil {
+		if err := message.DecodeAt(r.Payload, r.Offset, ext); err != nil {
 			return errs.Corrupt("commitlog", r.Offset, "%v", err)
 		}
 		if err := message.Inflate(&ext.Message, s.opts.MaxMessageSize); err != nil {
@@ -43,7 +43,6 @@ func (s *Store) ReadAt(off int64) (*MessageExt, error) {
 		}
 		ext.CommitLogOffset = r.Offset
 		ext.StoreSize = int32(r.Size)
-		ext.MsgID = message.ID(r.Offset)
 		return nil
 	})
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unsafe"
 
 	"github.com/mqlite/mqlite/internal/errs"
 )
@@ -291,7 +292,17 @@ func (v View) Prop(name string) []byte {
 }
 
 // Decode copies a checked payload into ext (strings and body are copies).
-func Decode(b []byte, ext *MessageExt) error {
+func Decode(b []byte, ext *MessageExt) error { return decode(b, -1, ext) }
+
+// DecodeAt is Decode for the record stored at CommitLog offset off, and
+// also sets ext.MsgID.
+func DecodeAt(b []byte, off int64, ext *MessageExt) error { return decode(b, off, ext) }
+
+// decode copies the variable part of the payload (body, topic, properties)
+// and the message ID into one allocation; Body, Topic, MsgID and the
+// property strings point into it. Body's capacity ends at its length, so
+// appending to it copies and writing into it cannot change the strings.
+func decode(b []byte, off int64, ext *MessageExt) error {
 	if err := CheckPayload(b); err != nil {
 		return err
 	}
@@ -305,12 +316,32 @@ func Decode(b []byte, ext *MessageExt) error {
 	m.BornTimestamp = time.UnixMilli(int64(byteOrder.Uint64(b[posBorn:])))
 	m.ReconsumeTimes = int32(byteOrder.Uint32(b[posReconsume:]))
 	m.PreparedTxOffset = int64(byteOrder.Uint64(b[posPreparedTx:]))
-	m.Body = bytes.Clone(v.Body())
-	if m.Body == nil {
-		m.Body = []byte{}
+	idLen := 0
+	if off >= 0 {
+		idLen = 16
 	}
-	m.Topic = string(v.Topic())
-	return decodeProps(v.Props(), m)
+	tail := make([]byte, len(b)-posBody+idLen)
+	n := copy(tail, b[posBody:])
+	if off >= 0 {
+		putID(tail[n:], off)
+		ext.MsgID = shared(tail[n:])
+	}
+	bodyLen := len(v.Body())
+	m.Body = tail[:bodyLen:bodyLen]
+	rest := tail[bodyLen:n]
+	tn := int(byteOrder.Uint16(rest))
+	m.Topic = shared(rest[2 : 2+tn])
+	rest = rest[2+tn:]
+	pn := int(byteOrder.Uint16(rest))
+	return decodeProps(rest[2:2+pn], m)
+}
+
+// shared is a string over b, which must never change afterwards.
+func shared(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	return unsafe.String(&b[0], len(b))
 }
 
 func decodeProps(props []byte, m *Message) error {
@@ -320,7 +351,7 @@ func decodeProps(props []byte, m *Message) error {
 		if i < 0 || j < i {
 			return fmt.Errorf("%w: malformed properties", errs.ErrCorrupt)
 		}
-		name, value := string(props[:i]), string(props[i+1:j])
+		name, value := shared(props[:i]), shared(props[i+1:j]) // props is decode's private copy
 		props = props[j+1:]
 		switch name {
 		case PropTags:
@@ -357,13 +388,17 @@ func decodeProps(props []byte, m *Message) error {
 // digits. Lookup by ID is a direct read at that offset.
 func ID(commitLogOffset int64) string {
 	var b [16]byte
+	putID(b[:], commitLogOffset)
+	return string(b[:])
+}
+
+func putID(dst []byte, commitLogOffset int64) {
 	const hex = "0123456789ABCDEF"
 	u := uint64(commitLogOffset)
 	for i := 15; i >= 0; i-- {
-		b[i] = hex[u&0xF]
+		dst[i] = hex[u&0xF]
 		u >>= 4
 	}
-	return string(b[:])
 }
 
 // ErrBadID reports a string that is not a message ID.

@@ -1,0 +1,222 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/mqlite/mqlite"
+)
+
+// runJSON runs a command with -json, expects exit status want and decodes
+// stdout, which must be one JSON document, into v.
+func (f *fixture) runJSON(t *testing.T, v any, want int, args ...string) {
+	t.Helper()
+	out, errOut, code := f.run(t, append([]string{"--json"}, args...)...) // the GNU spelling works too
+	require.Equal(t, want, code, "stderr: %s", errOut)
+	dec := json.NewDecoder(strings.NewReader(out))
+	require.NoError(t, dec.Decode(v), out)
+	require.False(t, dec.More(), "one document: %s", out)
+}
+
+func TestJSON(t *testing.T) {
+	f := newFixture(t)
+
+	var topics []topicRow
+	f.runJSON(t, &topics, 0, "topics")
+	byName := map[string]topicRow{}
+	for _, r := range topics {
+		byName[r.Name] = r
+	}
+	require.Equal(t, topicRow{Name: "orders", Queues: 4, Messages: 10, Created: byName["orders"].Created}, byName["orders"])
+	require.Equal(t, t0, *byName["orders"].Created, "the fixture's fake clock")
+	require.True(t, byName["%RETRY%billing"].System)
+
+	var st mqlite.Stats
+	f.runJSON(t, &st, 0, "stats")
+	require.EqualValues(t, 2033, st.CommitLog.WrotePosition, "13 records, as stats.golden says")
+	require.Equal(t, st.CommitLog.WrotePosition, st.CommitLog.DispatchedPosition)
+	require.Len(t, st.Groups, 1)
+	require.Equal(t, "billing", st.Groups[0].Name)
+	require.EqualValues(t, 8, st.Groups[0].Lag)
+	require.Equal(t, int64(2), st.Groups[0].Queues[0].Committed)
+
+	var groups []groupRow
+	f.runJSON(t, &groups, 0, "consumers", "-group", "billing")
+	require.Len(t, groups, 1)
+	require.Equal(t, []string{"orders"}, groups[0].Subscriptions)
+	require.EqualValues(t, 8, groups[0].Lag)
+
+	var m jsonMessage
+	f.runJSON(t, &m, 0, "get", f.bin.MsgID)
+	require.Equal(t, f.bin.Body, m.Body, "base64 round trip")
+	require.Equal(t, "audit", m.Topic)
+	require.EqualValues(t, 1, m.QueueOffset)
+
+	var hits []jsonMessage
+	f.runJSON(t, &hits, 0, "query", "-topic", "orders", "-key", "order-2")
+	require.Len(t, hits, 2)
+	require.Equal(t, []string{f.ids[5], f.ids[4]}, []string{hits[0].MsgID, hits[1].MsgID}, "newest first")
+	require.Equal(t, map[string]string{"amount": "500"}, hits[0].Properties)
+
+	var tail []jsonMessage
+	f.runJSON(t, &tail, 0, "tail", "-topic", "orders", "-queue", "0", "-n", "2")
+	require.Len(t, tail, 2)
+	require.EqualValues(t, []int64{1, 2}, []int64{tail[0].QueueOffset, tail[1].QueueOffset})
+
+	var rep verifyResult
+	f.runJSON(t, &rep, 0, "verify")
+	require.True(t, rep.OK)
+	require.EqualValues(t, 13, rep.Records)
+	require.Empty(t, rep.Problems)
+
+	var none []jsonMessage
+	f.runJSON(t, &none, 1, "query", "-topic", "orders", "-key", "no-such-key")
+	require.Empty(t, none)
+}
+
+// flipByte flips one byte of the CommitLog at global offset off.
+func flipByte(t *testing.T, dir string, segSize, off int64) {
+	t.Helper()
+	fh, err := os.OpenFile(filepath.Join(dir, "commitlog", fmt.Sprintf("%020d", off/segSize*segSize)), os.O_RDWR, 0)
+	require.NoError(t, err)
+	defer fh.Close()
+	var b [1]byte
+	_, err = fh.ReadAt(b[:], off%segSize)
+	require.NoError(t, err)
+	b[0] ^= 0x01
+	_, err = fh.WriteAt(b[:], off%segSize)
+	require.NoError(t, err)
+}
+
+// bodyOffset is the CommitLog offset of the first body byte of a record
+// (frame 28 bytes, then the payload's fixed fields and body length).
+func bodyOffset(r mqlite.PutResult) int64 { return r.Offset + 28 + 56 }
+
+// TestVerifyDamageInOpenStore damages a record in the oldest of many
+// segments, which recovery after a clean shutdown does not re-read: the
+// store opens, and verify finds the damage.
+func TestVerifyDamageInOpenStore(t *testing.T) {
+	f := newFixture(t)
+	s, err := mqlite.Open(f.dir, &f.opts)
+	require.NoError(t, err)
+	for i := range 2000 {
+		_, err := s.Put(t.Context(), &mqlite.Message{Topic: "bulk", Body: []byte(strings.Repeat("b", 100+i%50))}, 0)
+		require.NoError(t, err)
+	}
+	require.NoError(t, s.Close())
+	victim := f.puts[6]
+	flipByte(t, f.dir, f.opts.SegmentSize, bodyOffset(victim))
+
+	out, errOut, code := f.run(t, "verify")
+	require.Equal(t, 1, code, "stderr: %s", errOut)
+	require.Contains(t, out, "DAMAGED")
+	require.Contains(t, out, "commitlog offset "+strconv.FormatInt(victim.Offset, 10)+" ")
+	require.Contains(t, out, "consumequeue orders/2@1: points at commitlog offset "+strconv.FormatInt(victim.Offset, 10))
+
+	var rep verifyResult
+	f.runJSON(t, &rep, 1, "verify")
+	require.False(t, rep.OK)
+	require.Len(t, rep.Problems, 2)
+	require.Empty(t, rep.OpenError)
+}
+
+// TestVerifyDamageRefusedAtOpen damages a record that recovery reads:
+// Open refuses the store (damage before data proven durable), and verify
+// reports that with the offset.
+func TestVerifyDamageRefusedAtOpen(t *testing.T) {
+	f := newFixture(t)
+	victim := f.puts[2]
+	flipByte(t, f.dir, f.opts.SegmentSize, bodyOffset(victim))
+
+	out, errOut, code := f.run(t, "verify")
+	require.Equal(t, 1, code, "stderr: %s", errOut)
+	require.Contains(t, out, "DAMAGED")
+	require.Contains(t, out, fmt.Sprintf("at offset %d: checksum mismatch", victim.Offset))
+
+	_, errOut, code = f.run(t, "topics")
+	require.Equal(t, 1, code)
+	require.Contains(t, errOut, "recovery found damage")
+}
+
+func TestUsageErrors(t *testing.T) {
+	f := newFixture(t)
+	for _, tc := range []struct {
+		name string
+		args []string
+		code int
+		msg  string
+	}{
+		{"no command", []string{"-dir", f.dir}, 2, "no command given"},
+		{"unknown command", []string{"-dir", f.dir, "frobnicate"}, 2, `unknown command "frobnicate"`},
+		{"missing dir", []string{"topics"}, 2, "-dir (the store directory) is required"},
+		{"not a store", []string{"-dir", t.TempDir(), "topics"}, 2, "not an mqlite store (no commitlog directory)"},
+		{"bad flag", []string{"-dir", f.dir, "topics", "-nope"}, 2, "flag provided but not defined: -nope"},
+		{"bad msgID", []string{"-dir", f.dir, "get", "xyz"}, 2, `"xyz" is not a message ID`},
+		{"get needs an ID", []string{"-dir", f.dir, "get"}, 2, "want <msgID>, got 0 argument(s)"},
+		{"extra argument", []string{"-dir", f.dir, "topics", "x"}, 2, "want no arguments, got 1"},
+		{"message not found", []string{"-dir", f.dir, "get", "00000000000FFFFF"}, 1, "mqlite get: message 00000000000FFFFF:"},
+		{"query needs a key", []string{"-dir", f.dir, "query", "-topic", "orders"}, 2, "-topic and -key are required"},
+		{"query bad time", []string{"-dir", f.dir, "query", "-topic", "orders", "-key", "k", "-from", "yesterday"}, 2, "not an RFC 3339 time"},
+		{"query finds nothing", []string{"-dir", f.dir, "query", "-topic", "orders", "-key", "none"}, 1, "no message of topic orders"},
+		{"print unknown topic", []string{"-dir", f.dir, "print", "-topic", "nope"}, 1, "topic nope"},
+		{"print bad queue", []string{"-dir", f.dir, "print", "-topic", "orders", "-queue", "9"}, 2, "-queue 9 outside 0..3"},
+		{"print offset and time", []string{"-dir", f.dir, "print", "-topic", "orders", "-offset", "1", "-time", "2024-01-01T00:00:00Z"}, 2, "exclude each other"},
+		{"consumers unknown group", []string{"-dir", f.dir, "consumers", "-group", "nope"}, 1, "group nope"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, errOut, code := runTool(t, tc.args...)
+			require.Equal(t, tc.code, code, "stdout: %s\nstderr: %s", out, errOut)
+			require.Contains(t, errOut, tc.msg)
+		})
+	}
+}
+
+func TestHelp(t *testing.T) {
+	out, errOut, code := runTool(t, "help")
+	require.Equal(t, 0, code)
+	require.Contains(t, out, "rebuild-index")
+	require.Empty(t, errOut)
+	for _, c := range commands {
+		_, errOut, code := runTool(t, c.name, "-h")
+		require.Equal(t, 0, code, c.name)
+		require.Contains(t, errOut, "usage: mqlite -dir DIR [-json] "+c.name, c.name)
+		require.Contains(t, errOut, "-dir directory", c.name)
+	}
+}
+
+func TestLockedStore(t *testing.T) {
+	f := newFixture(t)
+	s, err := mqlite.Open(f.dir, &f.opts)
+	require.NoError(t, err)
+	defer s.Close()
+	for _, cmd := range []string{"topics", "verify", "rebuild-index"} {
+		_, errOut, code := f.run(t, cmd)
+		require.Equal(t, 2, code, cmd)
+		require.Contains(t, errOut, "is in use by another process", cmd)
+		require.Contains(t, errOut, "mqlite "+cmd+": the store in "+f.dir, cmd)
+	}
+}
+
+func TestRebuildIndex(t *testing.T) {
+	f := newFixture(t)
+	before, _, code := f.run(t, "stats")
+	require.Equal(t, 0, code)
+	out, errOut, code := f.run(t, "rebuild-index")
+	require.Equal(t, 0, code, errOut)
+	require.Equal(t, fmt.Sprintf("rebuilt the ConsumeQueue and IndexFile of %s from 2033 CommitLog bytes\n", f.dir), out)
+	after, _, code := f.run(t, "stats")
+	require.Equal(t, 0, code)
+	require.Equal(t, before, after)
+	out, _, code = f.run(t, "query", "-topic", "orders", "-key", "order-2")
+	require.Equal(t, 0, code)
+	require.Contains(t, out, f.ids[5])
+	_, _, code = f.run(t, "verify")
+	require.Equal(t, 0, code)
+}

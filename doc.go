@@ -94,8 +94,8 @@
 // flush), message (message model, payload layout, IDs), topic (registry
 // and names), producer, consumer, filter, txn, clock (injectable time),
 // internal/vfs (the file seam, with the in-memory and fault-injecting
-// implementations used by tests), bench (a separate module comparing
-// mqlite with its peers).
+// implementations used by tests), cmd/mqlite (the admin tool), bench (a
+// separate module comparing mqlite with its peers).
 //
 // # Caveats
 //

@@ -62,6 +62,12 @@ func crashOptions(mode string, seg int64) *Options {
 	return o
 }
 
+// crashKey is a message's key, derived from its body so the parent can
+// look it up.
+func crashKey(body []byte) string {
+	return fmt.Sprintf("c%08x-%d", crc32.ChecksumIEEE(body), len(body))
+}
+
 // crashBody is the body of a sender's seq-th message.
 func crashBody(rng *rand.Rand, seg int64) []byte {
 	n := 1 + rng.IntN(1500)
@@ -107,8 +113,9 @@ func TestCrashChild(t *testing.T) {
 			for range 5000 { // the parent kills long before
 				q := rng.IntN(crashQueues)
 				m := &Message{Topic: crashTopic, Body: crashBody(rng, seg)}
+				m.Keys = []string{crashKey(m.Body)}
 				if rng.IntN(4) == 0 {
-					m.Keys = []string{fmt.Sprintf("g%d", g)}
+					m.Keys = append(m.Keys, fmt.Sprintf("g%d", g))
 				}
 				r, err := s.Put(ctx, m, q)
 				status := "ok"
@@ -261,6 +268,23 @@ func crashVerify(t *testing.T, dir, mode string, seg int64, acked map[int64]cras
 		}
 		if len(m.Body) != a.size || crc32.ChecksumIEEE(m.Body) != a.crc || m.QueueID != int32(a.queue) || m.QueueOffset != a.qoff || m.Topic != crashTopic {
 			return fmt.Errorf("message %s changed: queue %d offset %d, %d bytes", a.id, m.QueueID, m.QueueOffset, len(m.Body))
+		}
+		// Reachable through its queue and by key too.
+		for q, err := range s.Messages(crashTopic, a.queue, a.qoff) {
+			if err != nil {
+				return err
+			}
+			if q.MsgID != a.id {
+				return fmt.Errorf("queue %d offset %d holds %s, not %s", a.queue, a.qoff, q.MsgID, a.id)
+			}
+			break
+		}
+		hits, err := s.MessagesByKey(crashTopic, crashKey(m.Body), m.StoreTimestamp, m.StoreTimestamp, MaxKeyResults)
+		if err != nil {
+			return err
+		}
+		if !slices.ContainsFunc(hits, func(h *MessageExt) bool { return h.MsgID == a.id }) {
+			return fmt.Errorf("message %s not found by its key", a.id)
 		}
 		return nil
 	}

@@ -1,0 +1,146 @@
+package mqlite
+
+// Dispatch benchmarks on real files:
+//
+//	go test -run '^$' -bench 'Dispatch|SendToVisible|KeyLookup' -benchtime 1000000x .
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+var (
+	benchCheckpoint = flag.Duration("bench.checkpoint", 0, "CheckpointInterval for the dispatch benchmarks")
+	benchFlush      = flag.Duration("bench.flush", 0, "FlushInterval for the dispatch benchmarks")
+)
+
+func benchStore(b *testing.B) *Store {
+	b.Helper()
+	o := &Options{SegmentSize: 256 << 20}
+	if *benchCheckpoint > 0 {
+		o.CheckpointInterval = *benchCheckpoint
+	}
+	if *benchFlush > 0 {
+		o.FlushInterval, o.FlushThoroughInterval = *benchFlush, *benchFlush
+	}
+	s, err := Open(filepath.Join(b.TempDir(), "store"), o)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { s.Close() })
+	if err := s.CreateTopic("bench", TopicConfig{Queues: 4}); err != nil {
+		b.Fatal(err)
+	}
+	return s
+}
+
+// BenchmarkDispatchKeepsUp sends b.N 128-byte messages (FlushAsync) and
+// reports the throughput including dispatch and how long the dispatcher
+// needs, after the last send returns, to make everything readable.
+func BenchmarkDispatchKeepsUp(b *testing.B) {
+	s := benchStore(b)
+	ctx := context.Background()
+	m := &Message{Topic: "bench", Body: make([]byte, 128)}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		if _, err := s.Put(ctx, m, i%4); err != nil {
+			b.Fatal(err)
+		}
+	}
+	last := time.Now()
+	if err := s.WaitVisible(ctx); err != nil {
+		b.Fatal(err)
+	}
+	drain := time.Since(last)
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
+	b.ReportMetric(float64(drain.Microseconds())/1e3, "drain-ms")
+}
+
+// BenchmarkSendToVisible paces one sender at 100,000 msgs/s (bursts of
+// 100 every millisecond) and measures, per message, the time from Put
+// returning to the message being read from its queue by a reader blocked
+// in ReadQueue (0 when the reader got it first).
+func BenchmarkSendToVisible(b *testing.B) {
+	s := benchStore(b)
+	ctx := context.Background()
+	returned := make([]atomic.Int64, b.N)
+	lat := make([]time.Duration, 0, b.N)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for off := int64(0); off < int64(b.N); {
+			msgs, err := s.ReadQueue(ctx, "bench", 0, off, 256)
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			now := time.Now().UnixNano()
+			for range msgs {
+				if r := returned[off].Load(); r != 0 {
+					lat = append(lat, time.Duration(max(now-r, 0)))
+				} else {
+					lat = append(lat, 0) // read before Put returned
+				}
+				off++
+			}
+		}
+	}()
+	m := &Message{Topic: "bench", Body: make([]byte, 128)}
+	start := time.Now()
+	b.ResetTimer()
+	for i := range b.N {
+		if i%100 == 0 { // 100 per millisecond
+			time.Sleep(time.Until(start.Add(time.Duration(i/100) * time.Millisecond)))
+		}
+		if _, err := s.Put(ctx, m, 0); err != nil {
+			b.Fatal(err)
+		}
+		returned[i].Store(time.Now().UnixNano())
+	}
+	<-done
+	b.StopTimer()
+	slices.Sort(lat)
+	b.ReportMetric(float64(lat[len(lat)/2].Nanoseconds())/1e3, "p50-us")
+	b.ReportMetric(float64(lat[len(lat)*99/100].Nanoseconds())/1e3, "p99-us")
+}
+
+// BenchmarkKeyLookup indexes 1,000,000 messages with one key each, then
+// looks up random keys (b.N lookups).
+func BenchmarkKeyLookup(b *testing.B) {
+	s := benchStore(b)
+	ctx := context.Background()
+	const n = 1_000_000
+	batch := make([]*Message, 100)
+	for i := 0; i < n; i += len(batch) {
+		for j := range batch {
+			batch[j] = &Message{Topic: "bench", Keys: []string{fmt.Sprintf("k%d", i+j)}, Body: make([]byte, 128)}
+		}
+		if _, err := s.PutBatch(ctx, batch, (i/len(batch))%4); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := s.WaitVisible(ctx); err != nil {
+		b.Fatal(err)
+	}
+	from, to := time.Now().Add(-time.Hour), time.Now().Add(time.Hour)
+	rng := rand.New(rand.NewPCG(1, 2))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		hits, err := s.MessagesByKey("bench", fmt.Sprintf("k%d", rng.IntN(n)), from, to, 4)
+		if err != nil || len(hits) != 1 {
+			b.Fatalf("%d hits, %v", len(hits), err)
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N), "us/lookup")
+}

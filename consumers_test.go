@@ -117,6 +117,8 @@ func TestAlwaysFailingHandlerEndsInDLQ(t *testing.T) {
 		got := <-calls
 		require.Equal(t, call{at, int32(i + 1), "work"}, got, "retry %d", i+1)
 	}
+	_, err = s.sysQueueCount("%DLQ%workers", 1) // to wait on it before the death
+	require.NoError(t, err)
 	readN(t, s, "%DLQ%workers", 0, 1)
 	dead, err := s.DeadLetters("workers", 0, 5)
 	require.NoError(t, err)
@@ -290,4 +292,111 @@ func allSeen(a, b map[string]bool, n int) bool {
 		}
 	}
 	return true
+}
+
+const retryChildEnv = "MQLITE_RETRY_CHILD_DIR"
+
+// fastRetries makes RocketMQ's retry ladder 20 ms per step.
+func fastRetries(dir string) *Options {
+	levels := make([]time.Duration, 18)
+	for i := range levels {
+		levels[i] = 20 * time.Millisecond
+	}
+	return &Options{SegmentSize: 1 << 20, DelayLevels: levels, OffsetPersistInterval: 5 * time.Millisecond}
+}
+
+// failingConsumer starts a push consumer of group g that fails every
+// message, reporting each attempt.
+func failingConsumer(t *testing.T, s *Store, attempt func(body string, times int32)) *PushConsumer {
+	c, err := s.NewPushConsumer("g", ConsumerOptions{ConsumeFromWhere: ConsumeFromFirstOffset})
+	require.NoError(t, err)
+	require.NoError(t, c.Subscribe("r", nil))
+	require.NoError(t, c.Start(func(_ context.Context, msgs []*MessageExt) ConsumeResult {
+		for _, m := range msgs {
+			attempt(string(m.Body), m.ReconsumeTimes)
+		}
+		return ReconsumeLater
+	}))
+	return c
+}
+
+// TestRetryCrashChild fails messages until it is killed (S33).
+func TestRetryCrashChild(t *testing.T) {
+	dir := os.Getenv(retryChildEnv)
+	if dir == "" {
+		t.Skip("child process only")
+	}
+	s, err := Open(dir, fastRetries(dir))
+	require.NoError(t, err)
+	var mu sync.Mutex
+	failingConsumer(t, s, func(body string, times int32) {
+		mu.Lock()
+		defer mu.Unlock()
+		fmt.Printf("A %s %d\n", body, times)
+	})
+	select {} // killed here
+}
+
+// TestRetriesSurviveKill9 (S33): messages that always fail go through
+// their retries across a kill -9 and end in the dead-letter queue exactly
+// once each, after 1 + 16 attempts, plus at most one for the crash.
+func TestRetriesSurviveKill9(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "store")
+	s, err := Open(dir, fastRetries(dir))
+	require.NoError(t, err)
+	require.NoError(t, s.CreateTopic("r", TopicConfig{Queues: 2}))
+	const n = 20
+	for i := range n {
+		_, err := s.Put(context.Background(), &Message{Topic: "r", Body: []byte(fmt.Sprint(i))}, i%2)
+		require.NoError(t, err)
+	}
+	require.NoError(t, s.Close())
+
+	attempts := map[string]int{}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestRetryCrashChild$", "-test.count=1")
+	cmd.Env = append(os.Environ(), retryChildEnv+"="+dir)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	out, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	sc := bufio.NewScanner(out)
+	for lines := 0; lines < n*17/2 && sc.Scan(); {
+		var body string
+		var times int32
+		if _, err := fmt.Sscanf(sc.Text(), "A %s %d", &body, &times); err == nil {
+			attempts[body]++
+			lines++
+		}
+	}
+	require.NoError(t, cmd.Process.Kill())
+	cmd.Wait()
+
+	s, err = Open(dir, fastRetries(dir))
+	require.NoError(t, err)
+	defer s.Close()
+	var mu sync.Mutex
+	c := failingConsumer(t, s, func(body string, _ int32) {
+		mu.Lock()
+		defer mu.Unlock()
+		attempts[body]++
+	})
+	_, err = s.sysQueueCount("%DLQ%g", 1) // to wait on it before the first death
+	require.NoError(t, err)
+	dead := readN(t, s, "%DLQ%g", 0, n)
+	require.NoError(t, c.Close())
+	require.NoError(t, s.WaitVisible(context.Background()))
+	max, err := s.MaxOffset("%DLQ%g", 0)
+	require.NoError(t, err)
+	require.Equal(t, int64(n), max, "each message dead once")
+	seen := map[string]bool{}
+	for _, m := range dead {
+		require.False(t, seen[string(m.Body)], "%s dead twice", m.Body)
+		seen[string(m.Body)] = true
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for i := range n {
+		a := attempts[fmt.Sprint(i)]
+		require.True(t, a >= 17 && a <= 18, "message %d attempted %d times", i, a)
+	}
 }

@@ -132,7 +132,17 @@ func (s *Store) SendBack(ctx context.Context, group string, m *MessageExt) error
 	if int(m.ReconsumeTimes) >= limit {
 		c.Topic = topic.DLQTopic(group)
 		c.Properties[PropOriginQueue] = strconv.Itoa(int(m.QueueID))
+		// A crash between the DLQ write and the consumer's commit brings
+		// the message back once more: keep one DLQ copy.
+		if dead, err := s.inDLQ(ctx, c.Topic, c.UniqKey, c.BornTimestamp); err != nil || dead {
+			return err
+		}
 		return s.putSystem(ctx, &c, 0)
+	}
+	// A crash between this send-back and the consumer's commit delivers m
+	// again: do not start a second retry chain.
+	if sent, err := s.retryScheduled(ctx, c.UniqKey, m.StoreTimestamp, m.ReconsumeTimes+1); err != nil || sent {
+		return err
 	}
 	c.ReconsumeTimes = m.ReconsumeTimes + 1
 	c.Topic = topic.RetryTopic(group)
@@ -156,6 +166,36 @@ func (s *Store) SendBack(ctx context.Context, group string, m *MessageExt) error
 		return err
 	}
 	return s.putSystem(ctx, out, queue)
+}
+
+// inDLQ reports whether the dead-letter topic already holds the message
+// with this unique key (born at born).
+func (s *Store) inDLQ(ctx context.Context, dlq, uniq string, born time.Time) (bool, error) {
+	if s.topics.Queues(dlq) == 0 {
+		return false, nil
+	}
+	if err := s.WaitVisible(ctx); err != nil {
+		return false, err
+	}
+	return s.hasUniqKey(dlq, uniq, born.Add(-time.Second), nil)
+}
+
+// retryScheduled reports whether retry number n of the message with this
+// unique key was scheduled after since (when the delivery being failed
+// was stored): the schedule and timer topics hold it until it is due.
+func (s *Store) retryScheduled(ctx context.Context, uniq string, since time.Time, n int32) (bool, error) {
+	if uniq == "" {
+		return false, nil
+	}
+	if err := s.WaitVisible(ctx); err != nil {
+		return false, err
+	}
+	for _, t := range []string{topic.Schedule, topic.Timer} {
+		if ok, err := s.hasUniqKey(t, uniq, since, func(m *MessageExt) bool { return m.ReconsumeTimes == n }); err != nil || ok {
+			return ok, err
+		}
+	}
+	return false, nil
 }
 
 // levelOf is the delay level of exactly d, or 0.
@@ -208,8 +248,9 @@ func (s *Store) DeadLetters(group string, from int64, max int) ([]*MessageExt, e
 }
 
 // Redrive sends the dead message with ID id (from group's dead-letter
-// queue) back to its original topic and queue, with its reconsume count
-// reset, so every group subscribed there gets it again. The dead-letter
+// queue) back to its original topic and queue as a new message (reconsume
+// count reset, a new unique key), so every group subscribed there gets it
+// again. The dead-letter
 // queue keeps its copy: re-driving twice sends it twice.
 func (s *Store) Redrive(ctx context.Context, group, id string) (PutResult, error) {
 	if err := topic.ValidateGroup(group); err != nil {
@@ -230,6 +271,7 @@ func (s *Store) Redrive(ctx context.Context, group, id string) (PutResult, error
 		delete(c.Properties, p)
 	}
 	c.ReconsumeTimes = 0
+	c.UniqKey = "" // a new message: its own unique key, its own retries and death
 	n, err := s.queueCount(c.Topic, 0)
 	if err != nil {
 		return PutResult{}, err

@@ -108,3 +108,46 @@ func TestRetryPoliciesAndExplicitDelay(t *testing.T) {
 	_, err = s.DeadLetters("g", 0, 0)
 	require.ErrorIs(t, err, ErrInvalidArgument)
 }
+
+// TestDeadLetterOnce: a message sent back past its limit twice (as after
+// a crash between the DLQ write and the consumer's commit) is dead once.
+func TestDeadLetterOnce(t *testing.T) {
+	clk := clock.NewFake(t0)
+	s := delayStore(t, vfs.NewMem(), clk)
+	defer s.Close()
+	ctx := context.Background()
+	_, err := s.Put(ctx, &Message{Topic: "o", Body: []byte("x")}, 0)
+	require.NoError(t, err)
+	m := readN(t, s, "o", 0, 1)[0]
+	m.ReconsumeTimes = DefaultMaxReconsumeTimes
+	require.NoError(t, s.SendBack(ctx, "g", m))
+	require.NoError(t, s.SendBack(ctx, "g", m))
+	require.NoError(t, s.WaitVisible(ctx))
+	dead, err := s.DeadLetters("g", 0, 10)
+	require.NoError(t, err)
+	require.Len(t, dead, 1)
+}
+
+// TestSendBackTwiceStartsOneRetryChain: the same delivery failed twice
+// (as after a crash before the consumer's commit) is retried once.
+func TestSendBackTwiceStartsOneRetryChain(t *testing.T) {
+	clk := clock.NewFake(t0)
+	s := delayStore(t, vfs.NewMem(), clk)
+	defer s.Close()
+	ctx := context.Background()
+	_, err := s.Put(ctx, &Message{Topic: "o", Body: []byte("x")}, 0)
+	require.NoError(t, err)
+	m := readN(t, s, "o", 0, 1)[0]
+	require.NoError(t, s.SendBack(ctx, "g", m))
+	require.NoError(t, s.SendBack(ctx, "g", m))
+	clk.Advance(10 * time.Second)
+	retry := readN(t, s, "%RETRY%g", 0, 1)[0]
+	require.NoError(t, s.WaitVisible(ctx))
+	n, err := s.MaxOffset("%RETRY%g", 0)
+	require.NoError(t, err)
+	require.Equal(t, int64(1), n, "one retry")
+	// The retry fails in turn: a new chain link, not blocked by the first.
+	require.NoError(t, s.SendBack(ctx, "g", retry))
+	clk.Advance(30 * time.Second)
+	require.Equal(t, int32(2), readN(t, s, "%RETRY%g", 0, 2)[1].ReconsumeTimes)
+}

@@ -230,7 +230,7 @@ func (d *scheduler) deliver(m *MessageExt, verify bool) error {
 		return nil
 	}
 	if verify {
-		if ok, err := d.s.hasUniqKey(real.Topic, real.UniqKey, m.StoreTimestamp); err != nil || ok {
+		if ok, err := d.s.hasUniqKey(real.Topic, real.UniqKey, m.StoreTimestamp, sameAttempt(real)); err != nil || ok {
 			return err
 		}
 	}
@@ -262,6 +262,12 @@ func (s *Store) delayed(m *Message, queue int, validated bool) (*Message, int, e
 		return s.toSchedule(m, queue)
 	}
 	return s.toTimer(m, queue)
+}
+
+// sameAttempt matches the delivery of real (same reconsume count: the
+// links of a retry chain share a unique key).
+func sameAttempt(real *Message) func(*MessageExt) bool {
+	return func(m *MessageExt) bool { return m.ReconsumeTimes == real.ReconsumeTimes }
 }
 
 // toSchedule rewrites a message with a delay level into the schedule
@@ -298,8 +304,9 @@ func fromSchedule(m *Message) (*Message, int, error) {
 }
 
 // hasUniqKey reports whether topic holds a message with this unique key
-// stored at or after since.
-func (s *Store) hasUniqKey(topicName, uniq string, since time.Time) (bool, error) {
+// stored at or after since (and, when match is not nil, for which match
+// is true: a retry chain shares one unique key).
+func (s *Store) hasUniqKey(topicName, uniq string, since time.Time, match func(*MessageExt) bool) (bool, error) {
 	if uniq == "" {
 		return false, nil
 	}
@@ -312,7 +319,7 @@ func (s *Store) hasUniqKey(topicName, uniq string, since time.Time) (bool, error
 		if err != nil {
 			return false, err
 		}
-		if m.UniqKey == uniq && m.Topic == topicName {
+		if m.UniqKey == uniq && m.Topic == topicName && !m.StoreTimestamp.Before(since.Truncate(time.Millisecond)) && (match == nil || match(m)) {
 			return true, nil
 		}
 	}

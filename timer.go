@@ -312,7 +312,7 @@ func (t *timers) deliver(off int64) error {
 		return nil
 	}
 	if t.verify {
-		if ok, err := t.s.hasUniqKey(real.Topic, real.UniqKey, m.StoreTimestamp); err != nil || ok {
+		if ok, err := t.s.hasUniqKey(real.Topic, real.UniqKey, m.StoreTimestamp, sameAttempt(real)); err != nil || ok {
 			return err
 		}
 	}

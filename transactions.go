@@ -137,5 +137,5 @@ func (t txnStore) HasUniqKey(name, uniq string, since time.Time) (bool, error) {
 	if err := t.s.WaitVisible(ctx); err != nil && !errors.Is(err, errs.ErrFlushTimeout) {
 		return false, err
 	}
-	return t.s.hasUniqKey(name, uniq, since)
+	return t.s.hasUniqKey(name, uniq, since, nil)
 }

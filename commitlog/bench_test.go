@@ -9,6 +9,7 @@ package commitlog
 import (
 	"fmt"
 	"hash/crc32"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"sync"
@@ -154,6 +155,59 @@ func BenchmarkAppend(b *testing.B) {
 					b.Fatal(err)
 				}
 				os.RemoveAll(dir)
+			})
+		}
+	}
+}
+
+// readBenchLog fills a log on real files with records of size bytes across
+// several 4 MiB segments and returns it with the records' offsets.
+func readBenchLog(b *testing.B, size int) (*Log, []int64) {
+	b.Helper()
+	dir := filepath.Join(b.TempDir(), "cl")
+	l, err := Open(Options{Dir: dir, SegmentSize: 4 << 20, RecoverFrom: -1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	a := &benchAppender{body: payload(size, size)}
+	var offs []int64
+	for l.WrotePosition() < 14<<20 {
+		off, err := l.Append(a)
+		if err != nil {
+			b.Fatal(err)
+		}
+		offs = append(offs, off)
+	}
+	return l, offs
+}
+
+// BenchmarkRead measures Log.Read of a random record (frame and CRC32-C
+// checked) with an empty callback. Target: 0 allocs/op.
+func BenchmarkRead(b *testing.B) {
+	for _, size := range benchSizes[:2] {
+		for _, g := range benchGoroutines {
+			b.Run(fmt.Sprintf("%dB/g%d", size, g), func(b *testing.B) {
+				l, offs := readBenchLog(b, size)
+				defer l.Close()
+				b.ReportAllocs()
+				b.ResetTimer()
+				var seed uint64
+				var mu sync.Mutex
+				runSplit(b, g, func() func() {
+					mu.Lock()
+					seed++
+					r := rand.New(rand.NewPCG(seed, 1))
+					mu.Unlock()
+					n := 0
+					fn := func(r Record) error { n += len(r.Payload); return nil }
+					return func() {
+						if err := l.Read(offs[r.IntN(len(offs))], fn); err != nil {
+							b.Error(err)
+						}
+					}
+				})
+				b.StopTimer()
+				reportRate(b, size)
 			})
 		}
 	}

@@ -180,9 +180,9 @@ func cloneMem(t testing.TB, src vfs.FS, root string) *vfs.MemFS {
 	return dst
 }
 
-// snapshot returns every file under root with its contents, directories
+// dirImage returns every file under root with its contents, directories
 // marked with a trailing slash.
-func snapshot(t testing.TB, fs vfs.FS, root string) map[string]string {
+func dirImage(t testing.TB, fs vfs.FS, root string) map[string]string {
 	t.Helper()
 	out := map[string]string{}
 	var walk func(dir string)
@@ -547,7 +547,7 @@ func TestBitFlipInSealedSegment(t *testing.T) {
 			}
 			counts[field]++
 			editFile(t, tl.fs, path, func(b []byte) []byte { b[tg.pos+bit/8] ^= 1 << (bit % 8); return b })
-			before := snapshot(t, tl.fs, tl.dir)
+			before := dirImage(t, tl.fs, tl.dir)
 			// Full validation, as after a crash the store validates from
 			// the checkpoint; the default window is tested below.
 			l, err := tl.open(t, Options{RecoverFrom: 0, Trusted: trusted, CleanShutdown: trusted > 0})
@@ -557,7 +557,7 @@ func TestBitFlipInSealedSegment(t *testing.T) {
 			msg := fmt.Sprintf("seed %d trial %d: bit %d of the %s at %s+%d, trusted %d", seed, i, bit, field, path, tg.pos, trusted)
 			require.Error(t, err, msg)
 			corruptErr(t, err, path, tg.pos, msg)
-			require.Equal(t, before, snapshot(t, tl.fs, tl.dir), "nothing changed: %s", msg)
+			require.Equal(t, before, dirImage(t, tl.fs, tl.dir), "nothing changed: %s", msg)
 		}
 	}
 	t.Logf("%d flips x 2 (trusted, sync-proven): detected all, silent truncations 0; fields %v", trials, counts)
@@ -632,10 +632,10 @@ func TestDamageNearEnd(t *testing.T) {
 	t.Run("checkpoint-past-damage-corrupt", func(t *testing.T) {
 		tl := base.clone(t)
 		zero4(tl, at)
-		before := snapshot(t, tl.fs, tl.dir)
+		before := dirImage(t, tl.fs, tl.dir)
 		_, err := tl.open(t, Options{RecoverFrom: -1, Trusted: base.end})
 		corruptErr(t, err, path, base.recs[i].off)
-		require.Equal(t, before, snapshot(t, tl.fs, tl.dir))
+		require.Equal(t, before, dirImage(t, tl.fs, tl.dir))
 	})
 	t.Run("synced-field-proves-damage", func(t *testing.T) {
 		// Damage before the flush point: the records written after the
@@ -682,7 +682,7 @@ func TestUnexpectedFiles(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			tl := base.clone(t)
 			c.mutate(tl)
-			before := snapshot(t, tl.fs, tl.dir)
+			before := dirImage(t, tl.fs, tl.dir)
 			if c.segOpt != 0 {
 				tl.seg = c.segOpt
 			}
@@ -691,7 +691,7 @@ func TestUnexpectedFiles(t *testing.T) {
 				l.Close()
 			}
 			corruptErr(t, err, c.path, -1)
-			require.Equal(t, before, snapshot(t, tl.fs, tl.dir), "a failed Open changes nothing")
+			require.Equal(t, before, dirImage(t, tl.fs, tl.dir), "a failed Open changes nothing")
 		})
 	}
 

@@ -38,6 +38,8 @@
 //     log anything else. Segments must be contiguous (a gap or overlap is an
 //     ErrCorrupt naming the file) and exactly SegmentSize long, except a
 //     short last segment, which is an interrupted allocation and is extended.
+//     The first segment may start anywhere: retention removed those before
+//     it, and MinOffset is its start.
 //  2. Validate records from Options.RecoverFrom (rounded down to its
 //     segment; by default the third-to-last segment, or after an unclean
 //     shutdown the segment holding Options.Trusted when that is earlier)
@@ -53,4 +55,38 @@
 //  4. Otherwise it is a torn tail: the rest of X's segment is zeroed, later
 //     segments are deleted, and Report says how many bytes and how many
 //     valid-looking records were discarded.
+//
+// # Retention
+//
+// The store's retention policy looks at Segments (start, path, sealed) and
+// calls DeleteBefore(offset), which removes every segment that ends at or
+// below offset, oldest first, never the write segment (the last):
+//
+//  1. Remove the oldest segment's file, then sync the directory, so that
+//     each removal is durable before the next: an interruption (an error, a
+//     crash) leaves a contiguous run of segments, which Open accepts. A
+//     failed directory sync fences the log, since a lost removal could come
+//     back in front of a later one that survived, a gap Open rejects.
+//  2. Publish a segment list without it: MinOffset, the first segment's
+//     start, moves up, and reads below it fail with ErrNotFound ("offset …
+//     was removed"). MinOffset is not stored anywhere else.
+//  3. Unmap it once no reader can see it. Read, Scan and Flush pin the
+//     current list (an immutable snapshot) with an atomic add and take no
+//     lock; a removed segment is retired (file gone, mapping and handle
+//     kept) until every snapshot holding it has drained. The last reader to
+//     leave such a snapshot unmaps it; Close waits for readers and unmaps
+//     what is left.
+//
+// DeleteBefore never takes the append lock, and the segment-list lock only
+// for bookkeeping: removing, syncing and unmapping run outside every lock
+// Append takes, so a cleanup delays sends only through the CPU and kernel
+// work it costs (see BenchmarkAppendLatencyDuringDelete).
+//
+// # Caveats
+//
+// A Record's Payload aliases mapped memory: it is valid only inside the
+// callback. A callback that blocks keeps its segments mapped, and after
+// DeleteBefore their disk space allocated, until it returns; RocketMQ
+// instead force-releases a referenced file after 120 s, which can fault a
+// slow reader. A callback must not call Close, which waits for it.
 package commitlog

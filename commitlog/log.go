@@ -84,8 +84,11 @@ type Report struct {
 	RemovedSegments int
 }
 
-// Log is a segmented, memory-mapped append-only log. Append, Flush and reads
-// are safe for concurrent use. Reads never take the append lock.
+// Log is a segmented, memory-mapped append-only log. Append, Flush, reads
+// and DeleteBefore are safe for concurrent use. Reads take no lock: they
+// pin a snapshot of the segment list with an atomic add.
+//
+// Lock order: delMu, then mu, then ret. flushMu is taken before ret.
 type Log struct {
 	opts   Options
 	report Report
@@ -95,13 +98,24 @@ type Log struct {
 		cur    *segment
 		closed bool
 	}
-	segs    atomic.Pointer[[]*segment] // copy-on-write, sorted by start
-	wrote   atomic.Int64               // end of the last appended record
-	flushed atomic.Int64               // durably flushed through here
+	snap    atomic.Pointer[snapshot] // pinned by readers; copy-on-write (retention.go)
+	wrote   atomic.Int64             // end of the last appended record
+	flushed atomic.Int64             // durably flushed through here
 	fenced  atomic.Pointer[error]
+	pending atomic.Int64 // len(ret.retired): tells the last reader of a snapshot to look
 
 	flushMu sync.Mutex
-	life    sync.RWMutex // readers hold R; Close holds W to unmap
+	delMu   sync.Mutex // serialises DeleteBefore and Close's unmapping
+
+	// ret tracks what readers may still hold. It is held only for
+	// bookkeeping, never across a syscall: unmapping happens outside.
+	ret struct {
+		sync.Mutex
+		done      sync.Cond   // broadcast when a release finishes
+		old       []*snapshot // superseded snapshots that had readers
+		retired   []*segment  // dropped, still mapped: an old snapshot may hold them
+		releasing int         // handed out by collectLocked, not yet unmapped
+	}
 
 	allocReq   chan int64
 	allocReady chan prepared
@@ -153,6 +167,8 @@ func Open(opts Options) (*Log, error) {
 		quit:       make(chan struct{}),
 		allocDone:  make(chan struct{}),
 	}
+	l.ret.done.L = &l.ret.Mutex
+	l.snap.Store(&snapshot{})
 	if err := opts.FS.MkdirAll(opts.Dir, 0o755); err != nil {
 		return nil, diskErr("mkdir", opts.Dir, err)
 	}
@@ -181,9 +197,9 @@ func (l *Log) WrotePosition() int64 { return l.wrote.Load() }
 // FlushedPosition is how far the log is durably flushed.
 func (l *Log) FlushedPosition() int64 { return l.flushed.Load() }
 
-// MinOffset is the start of the oldest segment.
+// MinOffset is the start of the oldest segment: DeleteBefore moves it up.
 func (l *Log) MinOffset() int64 {
-	segs := *l.segs.Load()
+	segs := l.snap.Load().segs
 	if len(segs) == 0 {
 		return 0
 	}
@@ -290,9 +306,10 @@ func (l *Log) rollLocked() (*segment, error) {
 		l.allocReq <- want
 		return nil, fmt.Errorf("mqlite/commitlog: allocator prepared segment %d, want %d: %w", p.seg.start, want, errs.ErrIO)
 	}
-	segs := *l.segs.Load()
-	next := append(segs[:len(segs):len(segs)], p.seg)
-	l.segs.Store(&next)
+	l.ret.Lock()
+	segs := l.snap.Load().segs
+	l.publishLocked(&snapshot{segs: append(segs[:len(segs):len(segs)], p.seg)})
+	l.ret.Unlock()
 	l.mu.cur = p.seg
 	l.allocReq <- want + l.opts.SegmentSize
 	return p.seg, nil
@@ -330,21 +347,21 @@ func (l *Log) Flush() (int64, error) {
 	if err := l.Fenced(); err != nil {
 		return l.flushed.Load(), err
 	}
-	l.life.RLock()
-	defer l.life.RUnlock()
 	from, to := l.flushed.Load(), l.wrote.Load()
 	if to <= from {
 		return from, nil
 	}
-	segs := *l.segs.Load()
+	snap := l.pin() // after loading to: it holds every segment below
+	defer l.unpin(snap)
+	if snap.closed {
+		return from, errs.ErrClosed
+	}
+	segs := snap.segs
 	i := sort.Search(len(segs), func(i int) bool { return segs[i].start+l.opts.SegmentSize > from })
 	for ; i < len(segs) && segs[i].start < to; i++ {
 		s := segs[i]
 		a := max(from, s.start) - s.start
 		b := min(to, s.start+l.opts.SegmentSize) - s.start
-		if s.m == nil {
-			return from, errs.ErrClosed
-		}
 		if err := s.m.Sync(int(a), int(b-a)); err != nil {
 			err = diskErr("sync", s.path, err)
 			l.fence(err)
@@ -355,8 +372,9 @@ func (l *Log) Flush() (int64, error) {
 	return to, nil
 }
 
-// Close flushes the log, stops the allocator and unmaps every segment. It
-// is idempotent.
+// Close flushes the log, stops the allocator and unmaps every segment,
+// including segments DeleteBefore removed, once the readers holding them
+// return (a Read callback must not call Close). It is idempotent.
 func (l *Log) Close() error {
 	l.mu.Lock()
 	if l.mu.closed {
@@ -376,23 +394,19 @@ func (l *Log) Close() error {
 		}
 	default:
 	}
-	l.life.Lock()
-	defer l.life.Unlock()
-	err := l.releaseAll()
+	l.delMu.Lock()
+	err := l.retireAll()
+	l.delMu.Unlock()
 	if ferr != nil && !errors.Is(ferr, errs.ErrFenced) {
 		return ferr
 	}
 	return err
 }
 
-func (l *Log) releaseAll() error {
-	var err error
-	if p := l.segs.Load(); p != nil {
-		for _, s := range *p {
-			if rerr := s.release(); err == nil && rerr != nil {
-				err = rerr
-			}
-		}
+// releaseAll unmaps the segments of a log that failed to open (no reader
+// can hold them).
+func (l *Log) releaseAll() {
+	for _, s := range l.snap.Load().segs {
+		s.release()
 	}
-	return err
 }

@@ -61,7 +61,7 @@ func TestAppendAcrossSegmentsReadsBack(t *testing.T) {
 				offs = append(offs, off)
 				want = append(want, p)
 			}
-			require.Greater(t, len(*l.segs.Load()), 20, "boundaries crossed")
+			require.Greater(t, len(l.snap.Load().segs), 20, "boundaries crossed")
 			check := func(l *Log) {
 				for i, off := range offs {
 					require.NoError(t, l.Read(off, func(r Record) error {

@@ -3,7 +3,6 @@ package commitlog
 import (
 	"fmt"
 	"runtime/debug"
-	"sort"
 
 	"github.com/mqlite/mqlite/internal/errs"
 )
@@ -16,30 +15,25 @@ type Record struct {
 	Payload []byte
 }
 
-// segmentAt finds the segment holding off by binary search.
-func (l *Log) segmentAt(off int64) *segment {
-	segs := *l.segs.Load()
-	i := sort.Search(len(segs), func(i int) bool { return segs[i].start+l.opts.SegmentSize > off })
-	if i == len(segs) || segs[i].start > off {
-		return nil
-	}
-	return segs[i]
-}
-
 // Read verifies the record at off (frame, stored offset, CRC32-C) and calls
 // fn with a view of it. It returns ErrNotFound when off is outside the log
-// or not the start of a record, and an ErrCorrupt when the record is
-// damaged.
+// (below MinOffset: removed by retention) or not the start of a record, and
+// an ErrCorrupt when the record is damaged. It takes no lock: the segment
+// stays mapped until fn returns, even if DeleteBefore removes it meanwhile.
 func (l *Log) Read(off int64, fn func(Record) error) (err error) {
-	l.life.RLock()
-	defer l.life.RUnlock()
-	if off < 0 || off >= l.wrote.Load() {
-		return fmt.Errorf("mqlite/commitlog: offset %d outside [%d, %d): %w", off, l.MinOffset(), l.wrote.Load(), errs.ErrNotFound)
+	w := l.wrote.Load() // before pinning: the snapshot holds every segment below w
+	snap := l.pin()
+	defer l.unpin(snap)
+	if snap.closed {
+		return errs.ErrClosed
 	}
-	s := l.segmentAt(off)
-	if s == nil || s.buf == nil {
-		if l.isClosed() {
-			return errs.ErrClosed
+	if off < 0 || off >= w {
+		return fmt.Errorf("mqlite/commitlog: offset %d outside [%d, %d): %w", off, l.MinOffset(), w, errs.ErrNotFound)
+	}
+	s := snap.at(off, l.opts.SegmentSize)
+	if s == nil {
+		if len(snap.segs) > 0 && off < snap.segs[0].start {
+			return removedErr(off, snap.segs[0].start)
 		}
 		return fmt.Errorf("mqlite/commitlog: offset %d: %w", off, errs.ErrNotFound)
 	}
@@ -62,29 +56,28 @@ func (l *Log) Read(off int64, fn func(Record) error) (err error) {
 	return fn(Record{Offset: off, Size: int(n), Payload: s.buf[pos+FrameSize : pos+n]})
 }
 
-func (l *Log) isClosed() bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.mu.closed
-}
-
 // Scan calls fn for each record in [from, to), in order, skipping
 // end-of-segment markers; from must be a record boundary (or a segment
-// end). It checks each frame's structure and stored offset; verifyCRC adds
-// the checksum. It returns the position after the last record visited. A
-// record that fails the checks ends the scan with an ErrCorrupt.
+// end) and not below MinOffset (ErrNotFound: removed by retention). It
+// checks each frame's structure and stored offset; verifyCRC adds the
+// checksum. It returns the position after the last record visited. A
+// record that fails the checks ends the scan with an ErrCorrupt. The
+// segments it visits stay mapped until it returns, like Read's.
 func (l *Log) Scan(from, to int64, verifyCRC bool, fn func(Record) error) (next int64, err error) {
-	l.life.RLock()
-	defer l.life.RUnlock()
-	to = min(to, l.wrote.Load())
+	to = min(to, l.wrote.Load()) // before pinning, as in Read
+	snap := l.pin()
+	defer l.unpin(snap)
+	if snap.closed {
+		return from, errs.ErrClosed
+	}
 	defer debug.SetPanicOnFault(guardFaults())
 	defer l.catchFault(&err)
 	next = from
 	for next < to {
-		s := l.segmentAt(next)
-		if s == nil || s.buf == nil {
-			if l.isClosed() {
-				return next, errs.ErrClosed
+		s := snap.at(next, l.opts.SegmentSize)
+		if s == nil {
+			if len(snap.segs) > 0 && next >= 0 && next < snap.segs[0].start {
+				return next, removedErr(next, snap.segs[0].start)
 			}
 			return next, fmt.Errorf("mqlite/commitlog: offset %d: %w", next, errs.ErrNotFound)
 		}

@@ -139,7 +139,7 @@ func (l *Log) recover() error {
 		}
 		segs = append(segs, s)
 	}
-	l.segs.Store(&segs)
+	l.snap.Store(&snapshot{segs: segs})
 	if err := l.opts.FS.SyncDir(l.opts.Dir); err != nil {
 		return diskErr("sync dir", l.opts.Dir, err)
 	}
@@ -186,7 +186,7 @@ func (l *Log) recover() error {
 		return err
 	}
 	l.report.End = end
-	l.mu.cur = (*l.segs.Load())[i]
+	l.mu.cur = l.snap.Load().segs[i]
 	l.wrote.Store(end)
 	l.flushed.Store(segs[0].start)
 	if _, err := l.Flush(); err != nil {
@@ -289,8 +289,7 @@ func (l *Log) truncateAfter(segs []*segment, i int, pos int64, zeroTail bool) er
 		}
 		l.report.RemovedSegments++
 	}
-	kept := segs[: i+1 : i+1]
-	l.segs.Store(&kept)
+	l.snap.Store(&snapshot{segs: segs[: i+1 : i+1]})
 	if err := l.opts.FS.SyncDir(l.opts.Dir); err != nil {
 		return diskErr("sync dir", l.opts.Dir, err)
 	}

@@ -82,6 +82,19 @@ type Options struct {
 	// turns it off.
 	FlowControlThreshold time.Duration
 
+	// Retention: sealed CommitLog segments older than Retention (default
+	// 72 h) are deleted at DeleteHour (1-23, or 24 for midnight, in the
+	// clock's location; default 4), and at any time once the volume is fuller than
+	// CleanRatio (default 0.65); above ForceCleanRatio (default 0.70), or
+	// past MaxStoreBytes of CommitLog (default 0: no cap), the oldest go
+	// even if not expired. Negative Retention keeps everything (no
+	// retention at all).
+	Retention       time.Duration
+	DeleteHour      int
+	CleanRatio      float64
+	ForceCleanRatio float64
+	MaxStoreBytes   int64
+
 	// OffsetPersistInterval is how often consumer groups' committed
 	// offsets are written to config/ (they are also written on Close);
 	// default 5 s, as RocketMQ's. Shorter means fewer redeliveries after a
@@ -167,6 +180,30 @@ func (o *Options) withDefaults() (Options, error) {
 	}
 	if c.FlowControlThreshold == 0 {
 		c.FlowControlThreshold = time.Second
+	}
+	if c.Retention == 0 {
+		c.Retention = DefaultRetention
+	}
+	switch c.DeleteHour {
+	case 0:
+		c.DeleteHour = DefaultDeleteHour
+	case 24:
+		c.DeleteHour = 0
+	}
+	if c.DeleteHour < 0 || c.DeleteHour > 23 {
+		problems = append(problems, fmt.Errorf("DeleteHour %d outside 1..24", c.DeleteHour))
+	}
+	if c.CleanRatio == 0 {
+		c.CleanRatio = DefaultCleanRatio
+	}
+	if c.ForceCleanRatio == 0 {
+		c.ForceCleanRatio = DefaultForceCleanRatio
+	}
+	if c.CleanRatio < 0 || c.CleanRatio > 1 || c.ForceCleanRatio < 0 || c.ForceCleanRatio > 1 {
+		problems = append(problems, fmt.Errorf("CleanRatio %g or ForceCleanRatio %g outside (0, 1]", c.CleanRatio, c.ForceCleanRatio))
+	}
+	if c.MaxStoreBytes < 0 {
+		problems = append(problems, fmt.Errorf("negative MaxStoreBytes %d", c.MaxStoreBytes))
 	}
 	if c.DefaultTopicQueues == 0 {
 		c.DefaultTopicQueues = topic.DefaultQueues

@@ -57,6 +57,9 @@ type Store struct {
 	retry       retryPolicies
 	consumers   *consumer.Manager
 	guard       guard
+	retMu       sync.Mutex // one retention pass at a time
+	retQuit     chan struct{}
+	retDone     chan struct{}
 
 	handles struct { // producers and consumers, closed by Close
 		sync.Mutex
@@ -111,6 +114,10 @@ func openFS(fs vfs.FS, dir string, opts *Options) (*Store, error) {
 	}
 	go s.checkpointLoop()
 	s.startGuard()
+	if s.opts.Retention > 0 {
+		s.retQuit, s.retDone = make(chan struct{}), make(chan struct{})
+		go s.retentionLoop()
+	}
 	s.sched.start()
 	s.timers.start()
 	if err := s.txn.Start(); err != nil {
@@ -310,6 +317,10 @@ func (s *Store) Close() error {
 		s.timers.stop()
 		schedErr := s.sched.stop()
 		s.stopGuard()
+		if s.retQuit != nil {
+			close(s.retQuit)
+			<-s.retDone
+		}
 		close(s.cpQuit)
 		<-s.cpDone
 		errList := []error{cErr, hErr, txErr, schedErr}

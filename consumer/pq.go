@@ -259,6 +259,7 @@ func (p *pq) fetch(ctx context.Context) {
 			p.mu.Unlock()
 		}
 		msgs, next, err := m.st.Pull(pctx, p.q.Topic, p.q.ID, from, n, p.sub.filter)
+		interrupted := pctx.Err() != nil // before our own cancel below
 		if cancel != nil {
 			p.mu.Lock()
 			p.mu.pullCancel = nil
@@ -274,7 +275,7 @@ func (p *pq) fetch(ctx context.Context) {
 		switch {
 		case err == nil:
 			p.deliver(gen, msgs, max(next, lastOffset(msgs)+1))
-		case pctx.Err() != nil: // interrupted by Seek
+		case interrupted: // by Seek
 		case errors.Is(err, ErrClosed):
 			m.log.Warn("mqlite/consumer: store closed; fetching stopped", "queue", p.q.String())
 			return

@@ -1,0 +1,144 @@
+package mqlite
+
+import (
+	"errors"
+	"time"
+
+	"github.com/mqlite/mqlite/internal/errs"
+	"github.com/mqlite/mqlite/internal/vfs"
+)
+
+// Retention defaults, as RocketMQ's (fileReservedTime 72 h, deleteWhen
+// "04", cleanResourceInterval 10 s, diskMaxUsedSpaceRatio and
+// diskSpaceCleanForciblyRatio scaled under the write limit).
+const (
+	DefaultRetention        = 72 * time.Hour
+	DefaultDeleteHour       = 4
+	DefaultCleanRatio       = 0.65
+	DefaultForceCleanRatio  = 0.70
+	retentionCheckInterval  = 10 * time.Second
+	maxSegmentsPerCleanTick = 10
+)
+
+// RetentionReport says what a retention pass removed.
+type RetentionReport struct {
+	Segments  int   // CommitLog segments deleted
+	Bytes     int64 // their size
+	NewMin    int64 // the CommitLog's first offset afterwards
+	QueueFile int   // ConsumeQueue files deleted
+	IndexFile int   // IndexFiles deleted
+}
+
+// retentionLoop runs a pass every 10 s of the store's clock.
+func (s *Store) retentionLoop() {
+	defer close(s.retDone)
+	t := s.opts.Clock.NewTicker(retentionCheckInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.retQuit:
+			return
+		case <-t.C():
+			if _, err := s.applyRetention(false); err != nil && !errors.Is(err, errs.ErrClosed) {
+				s.opts.Logger.Warn("mqlite: retention pass failed", "err", err)
+			}
+		}
+	}
+}
+
+// CleanExpired runs a retention pass now, as at the configured hour:
+// sealed CommitLog segments older than Options.Retention go (and any
+// needed to meet the disk ratios and Options.MaxStoreBytes), with the
+// ConsumeQueue and IndexFile files wholly below the new minimum. Readers
+// of a removed segment finish first; consumers behind the new minimum
+// continue from it and count the skip.
+func (s *Store) CleanExpired() (RetentionReport, error) {
+	if s.closed.Load() {
+		return RetentionReport{}, errs.ErrClosed
+	}
+	return s.applyRetention(true)
+}
+
+// applyRetention decides which old segments go and deletes them, oldest
+// first. now says the deletion hour has come (or a caller asked).
+func (s *Store) applyRetention(now bool) (RetentionReport, error) {
+	s.retMu.Lock()
+	defer s.retMu.Unlock()
+	clk := s.opts.Clock.Now()
+	if !now {
+		now = clk.Hour() == s.opts.DeleteHour
+	}
+	ratio := s.diskRatio()
+	force := ratio > s.opts.ForceCleanRatio
+	spaceShort := ratio > s.opts.CleanRatio
+	segs := s.log.Segments()
+	var total int64
+	for _, sg := range segs {
+		total += sg.Size
+	}
+	safe := s.disp.dispatched() // never delete what is not indexed yet
+	var rep RetentionReport
+	cut := int64(-1)
+	for i := 0; i+1 < len(segs) && rep.Segments < maxSegmentsPerCleanTick; i++ {
+		sg := segs[i]
+		end := sg.Start + sg.Size
+		if end > safe {
+			break
+		}
+		overCap := s.opts.MaxStoreBytes > 0 && total > s.opts.MaxStoreBytes
+		if !force && !overCap {
+			sealed, err := s.sealTime(segs[i+1].Start)
+			if err != nil {
+				return rep, err
+			}
+			expired := s.opts.Retention > 0 && clk.Sub(sealed) > s.opts.Retention
+			if !expired || !(now || spaceShort) {
+				break
+			}
+		}
+		cut = end
+		total -= sg.Size
+		rep.Segments++
+		rep.Bytes += sg.Size
+	}
+	rep.NewMin = s.log.MinOffset()
+	if cut < 0 {
+		return rep, nil
+	}
+	// Queue minimums move first, so a reader never finds an entry whose
+	// record is gone without also finding the queue's new minimum.
+	var err error
+	if rep.QueueFile, err = s.disp.cq.DeleteBelowPhys(cut); err != nil {
+		return rep, err
+	}
+	dr, err := s.log.DeleteBefore(cut)
+	rep.Segments, rep.Bytes, rep.NewMin = dr.Segments, dr.Bytes, dr.NewMin
+	if err != nil {
+		return rep, err
+	}
+	if rep.IndexFile, err = s.disp.idx.DeleteBelowPhys(dr.NewMin); err != nil {
+		return rep, err
+	}
+	s.opts.Logger.Info("mqlite: retention", "segments", rep.Segments, "bytes", rep.Bytes, "min", rep.NewMin,
+		"queueFiles", rep.QueueFile, "indexFiles", rep.IndexFile, "forced", force)
+	return rep, nil
+}
+
+// sealTime is when the segment before the one starting at next was sealed:
+// the store time of next's first record.
+func (s *Store) sealTime(next int64) (time.Time, error) {
+	m, err := s.ReadAt(next)
+	if err != nil {
+		return time.Time{}, err
+	}
+	return m.StoreTimestamp, nil
+}
+
+// diskRatio is the volume's use, 0 when unknown.
+func (s *Store) diskRatio() float64 {
+	used, total, ok, err := vfs.Usage(s.fs, s.dir)
+	if err != nil || !ok {
+		return 0
+	}
+	return float64(used) / float64(total)
+}

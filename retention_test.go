@@ -1,0 +1,127 @@
+package mqlite
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/mqlite/mqlite/clock"
+	"github.com/mqlite/mqlite/internal/vfs"
+)
+
+// fillHours writes n messages per virtual hour for hours hours into
+// queue 0 of "ret", returning their IDs.
+func fillHours(t *testing.T, s *Store, clk *clock.Fake, hours, n int) []string {
+	t.Helper()
+	var ids []string
+	for range hours {
+		for range n {
+			r, err := s.Put(context.Background(), &Message{Topic: "ret", Body: make([]byte, 1000)}, 0)
+			require.NoError(t, err)
+			ids = append(ids, r.MsgID())
+		}
+		clk.Advance(time.Hour)
+	}
+	require.NoError(t, s.WaitVisible(context.Background()))
+	return ids
+}
+
+// TestRetentionDeletesExpiredSegments: with a 2 h retention, a pass
+// deletes the segments sealed more than 2 h ago and keeps the rest; reads
+// of removed messages fail clearly, queue minimums advance, and a consumer
+// that was behind continues from the new minimum.
+func TestRetentionDeletesExpiredSegments(t *testing.T) {
+	clk := clock.NewFake(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
+	s, err := openFS(vfs.NewMem(), "/ret", &Options{Clock: clk, SegmentSize: 64 << 10, Retention: 2 * time.Hour,
+		ConsumeQueueEntries: 64, IndexEntries: 256, IndexSlots: 64})
+	require.NoError(t, err)
+	defer s.Close()
+	require.NoError(t, s.CreateTopic("ret", TopicConfig{Queues: 1}))
+	pc, err := s.NewPullConsumer("late", ConsumerOptions{ConsumeFromWhere: ConsumeFromFirstOffset, QueueCacheCount: 1})
+	require.NoError(t, err)
+	require.NoError(t, pc.Subscribe("ret", nil))
+	_, err = s.Put(context.Background(), &Message{Topic: "ret", Body: []byte("first")}, 0)
+	require.NoError(t, err)
+	got, err := pc.Poll(context.Background(), 1) // starts reading, then falls behind
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+	require.NoError(t, pc.Commit())
+
+	ids := fillHours(t, s, clk, 6, 150) // ~150 KiB an hour: about 2.3 segments
+	before := s.log.MinOffset()
+	rep, err := s.CleanExpired()
+	require.NoError(t, err)
+	require.Positive(t, rep.Segments)
+	require.Greater(t, rep.NewMin, before)
+	require.Equal(t, rep.NewMin, s.log.MinOffset())
+	require.Positive(t, rep.QueueFile, "ConsumeQueue files below the minimum go too")
+
+	// Messages of the last 2 hours are all there; the oldest are gone.
+	_, err = s.MessageByID(ids[0])
+	require.ErrorIs(t, err, ErrNotFound)
+	require.Contains(t, err.Error(), "removed")
+	for _, id := range ids[len(ids)-300:] {
+		_, err := s.MessageByID(id)
+		require.NoError(t, err)
+	}
+	min, err := s.MinOffset("ret", 0)
+	require.NoError(t, err)
+	require.Positive(t, min)
+
+	// A second pass right away deletes nothing more.
+	rep2, err := s.CleanExpired()
+	require.NoError(t, err)
+	require.Zero(t, rep2.Segments)
+
+	// The consumer behind the minimum gets what it had already fetched (at
+	// most its one-message cache), then goes on from the minimum and
+	// counts the skip.
+	var early []int64
+	for {
+		msgs, err := pc.Poll(context.Background(), 10)
+		require.NoError(t, err)
+		if len(msgs) > 0 && msgs[0].QueueOffset >= min {
+			break
+		}
+		for _, m := range msgs {
+			early = append(early, m.QueueOffset)
+		}
+	}
+	require.LessOrEqual(t, len(early), 2, "only what was cached before the deletion")
+	require.Positive(t, pc.Stats().Skipped)
+}
+
+// TestRetentionSizeCapAndHour: past MaxStoreBytes the oldest segments go
+// even unexpired; without it nothing expired is deleted outside the hour.
+func TestRetentionSizeCapAndHour(t *testing.T) {
+	clk := clock.NewFake(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
+	s, err := openFS(vfs.NewMem(), "/cap", &Options{Clock: clk, SegmentSize: 64 << 10, MaxStoreBytes: 256 << 10})
+	require.NoError(t, err)
+	defer s.Close()
+	require.NoError(t, s.CreateTopic("ret", TopicConfig{Queues: 1}))
+	fillHours(t, s, clk, 1, 600) // ~600 KiB, all fresh
+	_, err = s.applyRetention(false) // the background pass may have run already
+	require.NoError(t, err)
+	require.Positive(t, s.log.MinOffset(), "over the size cap")
+	var total int64
+	for _, sg := range s.log.Segments() {
+		total += sg.Size
+	}
+	require.LessOrEqual(t, total, int64(256<<10)+64<<10)
+
+	clk2 := clock.NewFake(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
+	s2, err := openFS(vfs.NewMem(), "/hour", &Options{Clock: clk2, SegmentSize: 64 << 10, Retention: time.Hour})
+	require.NoError(t, err)
+	defer s2.Close()
+	require.NoError(t, s2.CreateTopic("ret", TopicConfig{Queues: 1}))
+	fillHours(t, s2, clk2, 4, 150) // now 16:00, expired segments exist
+	_, err = s2.applyRetention(false)
+	require.NoError(t, err)
+	require.Zero(t, s2.log.MinOffset(), "not the deletion hour, disk not short")
+	clk2.Set(time.Date(2026, 11, 30, 4, 0, 0, 0, time.UTC))
+	_, err = s2.applyRetention(false) // or the background pass, woken by the clock
+	require.NoError(t, err)
+	require.Positive(t, s2.log.MinOffset(), "at 04:00")
+}

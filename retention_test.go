@@ -101,7 +101,7 @@ func TestRetentionSizeCapAndHour(t *testing.T) {
 	require.NoError(t, err)
 	defer s.Close()
 	require.NoError(t, s.CreateTopic("ret", TopicConfig{Queues: 1}))
-	fillHours(t, s, clk, 1, 600) // ~600 KiB, all fresh
+	fillHours(t, s, clk, 1, 600)     // ~600 KiB, all fresh
 	_, err = s.applyRetention(false) // the background pass may have run already
 	require.NoError(t, err)
 	require.Positive(t, s.log.MinOffset(), "over the size cap")

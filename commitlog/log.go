@@ -26,6 +26,8 @@ const (
 	DefaultSegmentSize   = 1 << 30
 	DefaultMaxRecordSize = 4<<20 + 64<<10 // RocketMQ: body limit plus 64 KiB
 	MinSegmentSize       = 4096
+	// WarmBytes is how much of a new segment the allocator pre-touches.
+	WarmBytes = 64 << 20
 )
 
 // Sentinels, the same values as the root package's.
@@ -50,7 +52,7 @@ type Options struct {
 	FS            vfs.FS // default vfs.OS
 	SegmentSize   int64  // default 1 GiB
 	MaxRecordSize int    // default 4 MiB + 64 KiB, including the frame
-	NoWarm        bool   // do not pre-touch new segments
+	NoWarm        bool   // do not pre-touch the head (WarmBytes) of new segments
 	Logger        *slog.Logger
 
 	// RecoverFrom is where Open starts validating records; it is rounded

@@ -116,7 +116,10 @@ func (l *Log) allocate() {
 					l.opts.FS.Remove(seg.path)
 					seg = nil
 				} else if !l.opts.NoWarm {
-					vfs.Populate(seg.buf)
+					// The head only: a whole 1 GiB segment would keep a
+					// core busy for seconds after every roll and Open, and
+					// fill the page cache with pages written much later.
+					vfs.Populate(seg.buf[:min(len(seg.buf), WarmBytes)])
 				}
 			}
 			select {

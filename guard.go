@@ -61,6 +61,7 @@ func (s *Store) monitor() {
 	var last uint64
 	var stuckSince time.Time
 	nextDisk := s.opts.Clock.Now().Add(time.Second)
+	nextStats := s.opts.Clock.Now().Add(s.opts.StatsInterval)
 	for {
 		select {
 		case <-s.guard.quit:
@@ -70,7 +71,14 @@ func (s *Store) monitor() {
 		now := s.opts.Clock.Now()
 		if !now.Before(nextDisk) {
 			s.checkDisk()
+			s.metrics.sample(now)
 			nextDisk = now.Add(time.Second)
+		}
+		if s.opts.StatsObserver != nil && !now.Before(nextStats) {
+			if st, err := s.Stats(); err == nil {
+				s.opts.StatsObserver.ObserveStats(st)
+			}
+			nextStats = now.Add(s.opts.StatsInterval)
 		}
 		if s.opts.FlowControlThreshold < 0 {
 			continue

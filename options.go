@@ -95,6 +95,11 @@ type Options struct {
 	ForceCleanRatio float64
 	MaxStoreBytes   int64
 
+	// StatsObserver, if set, receives Store.Stats every StatsInterval
+	// (default 10 s) for export.
+	StatsObserver StatsObserver
+	StatsInterval time.Duration
+
 	// OffsetPersistInterval is how often consumer groups' committed
 	// offsets are written to config/ (they are also written on Close);
 	// default 5 s, as RocketMQ's. Shorter means fewer redeliveries after a
@@ -180,6 +185,12 @@ func (o *Options) withDefaults() (Options, error) {
 	}
 	if c.FlowControlThreshold == 0 {
 		c.FlowControlThreshold = time.Second
+	}
+	if c.StatsInterval == 0 {
+		c.StatsInterval = 10 * time.Second
+	}
+	if c.StatsInterval < 0 {
+		problems = append(problems, fmt.Errorf("negative StatsInterval %s", c.StatsInterval))
 	}
 	if c.Retention == 0 {
 		c.Retention = DefaultRetention

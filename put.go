@@ -157,6 +157,7 @@ func (s *Store) append(ctx context.Context, m *Message, queue int, sys, validate
 	}
 	res := s.result(j, off)
 	s.releaseJob(j)
+	s.metrics.puts.Add(1)
 	return res, nil
 }
 
@@ -239,5 +240,6 @@ func (s *Store) appendBatch(ctx context.Context, msgs []*Message, queue int, val
 		res[i] = s.result(j, off)
 		off += int64(res[i].Size)
 	}
+	s.metrics.puts.Add(int64(len(res)))
 	return res, nil
 }

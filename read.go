@@ -48,6 +48,7 @@ func (s *Store) ReadAt(off int64) (*MessageExt, error) {
 	if err != nil {
 		return nil, err
 	}
+	s.metrics.gets.Add(1)
 	return ext, nil
 }
 

@@ -26,6 +26,9 @@ type Stats struct {
 	// PendingTransactions is the number of half messages not yet committed
 	// or rolled back, as of the last check-back round.
 	PendingTransactions int
+	// Throughput has message rates, flush latencies and whether sends are
+	// refused.
+	Throughput ThroughputStats
 }
 
 // CommitLogStats are the CommitLog's positions, as global byte offsets.
@@ -98,6 +101,7 @@ func (s *Store) Stats() (Stats, error) {
 	st.CommitLog = CommitLogStats{MinOffset: s.log.MinOffset(), WrotePosition: wrote,
 		FlushedPosition: s.log.FlushedPosition(), DispatchedPosition: dispatched,
 		DispatchLag: max(wrote-dispatched, 0)}
+	st.Throughput = s.metrics.snapshot(s)
 
 	byTopic := map[string][]consumequeue.QueueID{}
 	for _, id := range s.disp.cq.Queues() {

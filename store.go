@@ -57,6 +57,7 @@ type Store struct {
 	retry       retryPolicies
 	consumers   *consumer.Manager
 	guard       guard
+	metrics     metrics
 	retMu       sync.Mutex // one retention pass at a time
 	retQuit     chan struct{}
 	retDone     chan struct{}
@@ -169,10 +170,10 @@ func (s *Store) open() error {
 	}
 	switch s.opts.Flush {
 	case FlushSync:
-		s.gc = flush.NewGroupCommit(s.log, flush.GroupCommitOptions{Timeout: s.opts.SyncFlushTimeout, Clock: s.opts.Clock,
+		s.gc = flush.NewGroupCommit(timedFlusher{s}, flush.GroupCommitOptions{Timeout: s.opts.SyncFlushTimeout, Clock: s.opts.Clock,
 			OnFlush: func(int64) { s.disp.notify() }})
 	case FlushAsync:
-		s.periodic = flush.NewPeriodic(s.log, flush.PeriodicOptions{Interval: s.opts.FlushInterval,
+		s.periodic = flush.NewPeriodic(timedFlusher{s}, flush.PeriodicOptions{Interval: s.opts.FlushInterval,
 			LeastPages: s.opts.FlushLeastPages, ThoroughInterval: s.opts.FlushThoroughInterval,
 			Clock: s.opts.Clock, Logger: s.opts.Logger})
 	}

@@ -58,9 +58,11 @@ type Store struct {
 	consumers   *consumer.Manager
 	guard       guard
 	metrics     metrics
-	retMu       sync.Mutex // one retention pass at a time
-	retQuit     chan struct{}
-	retDone     chan struct{}
+
+	explicitSegment bool       // Options.SegmentSize was set, not defaulted
+	retMu           sync.Mutex // one retention pass at a time
+	retQuit         chan struct{}
+	retDone         chan struct{}
 
 	handles struct { // producers and consumers, closed by Close
 		sync.Mutex
@@ -109,6 +111,7 @@ func openFS(fs vfs.FS, dir string, opts *Options) (*Store, error) {
 	s := &Store{opts: o, dir: filepath.Clean(dir), fs: fs, queues: map[queueKey]int64{},
 		uniqPrefix: rand.Uint32(), cpQuit: make(chan struct{}), cpDone: make(chan struct{})}
 	s.jobs.New = func() any { return &putJob{s: s} }
+	s.explicitSegment = opts != nil && opts.SegmentSize != 0
 	if err := s.open(); err != nil {
 		s.release()
 		return nil, err
@@ -143,6 +146,9 @@ func (s *Store) open() error {
 	}
 	s.lock = lk
 	if s.topics, err = topic.Open(s.fs, s.path(configDir), s.opts.Clock.Now); err != nil {
+		return err
+	}
+	if err := s.adoptFormat(s.explicitSegment); err != nil {
 		return err
 	}
 	clean := !vfs.Exists(s.fs, s.path(abortName))

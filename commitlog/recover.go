@@ -48,7 +48,9 @@ func (l *Log) check(s *segment, pos int64, verifyCRC bool) (int64, kind, string)
 		return rest, kBlank, ""
 	case magic != MagicV1:
 		return 0, kBad, fmt.Sprintf("bad magic %#x", magic)
-	case size < FrameSize || size > int64(l.opts.MaxRecordSize) || size > rest:
+	// Not bounded by MaxRecordSize: a record written under a larger limit
+	// (an earlier configuration) is still a record; the CRC decides.
+	case size < FrameSize || size > rest:
 		return 0, kBad, fmt.Sprintf("record size %d out of bounds", size)
 	}
 	rec := b[:size]

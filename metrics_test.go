@@ -33,8 +33,10 @@ func TestStatsObserverAndThroughput(t *testing.T) {
 			_, err := s.Put(ctx, &Message{Topic: "m", Body: []byte("x")}, 0)
 			require.NoError(t, err)
 		}
-		_, err = s.ReadQueue(ctx, "m", 0, 0, 40)
+		require.NoError(t, s.WaitVisible(ctx))
+		got, err := s.ReadQueue(ctx, "m", 0, 0, 40)
 		require.NoError(t, err)
+		require.Len(t, got, 40)
 		st := <-obs // after 5 s of virtual time
 		require.Equal(t, int64(100), st.Throughput.Puts)
 		require.Equal(t, int64(40), st.Throughput.Gets)

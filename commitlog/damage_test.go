@@ -404,7 +404,7 @@ func TestTornTailShapes(t *testing.T) {
 			checkRecords(t, l, kept)
 			appendAfterRecovery(t, tl, l, kept, rng)
 		}
-		require.Greater(t, sectors, 2)
+		require.Positive(t, sectors, "the last segment holds at least one sector of records")
 	})
 
 	t.Run("garbage-after-tail", func(t *testing.T) {

@@ -173,17 +173,22 @@ func (mg *Manager) groupFor(name string) (*group, error) {
 func (mg *Manager) persistOffsets() error {
 	mg.persistMu.Lock()
 	defer mg.persistMu.Unlock()
-	b, err := encodeFile(OffsetsMagic, offsetsBody{Offsets: mg.offsets.snapshot("")})
+	return mg.writeIfChanged(OffsetsFile, OffsetsMagic, offsetsBody{Offsets: mg.offsets.snapshot("")}, &mg.lastOffsets)
+}
+
+// writeIfChanged writes name unless its encoding equals *last.
+func (mg *Manager) writeIfChanged(name string, magic uint32, v any, last *[]byte) error {
+	b, err := encodeFile(magic, v)
 	if err != nil {
 		return err
 	}
-	if bytes.Equal(b, mg.lastOffsets) {
+	if bytes.Equal(b, *last) {
 		return nil
 	}
-	if err := vfs.WriteFileAtomic(mg.o.FS, mg.o.Dir, OffsetsFile, b); err != nil {
-		return fmt.Errorf("mqlite/consumer: write %s: %w", OffsetsFile, err)
+	if err := vfs.WriteFileAtomic(mg.o.FS, mg.o.Dir, name, b); err != nil {
+		return fmt.Errorf("mqlite/consumer: write %s: %w", name, err)
 	}
-	mg.lastOffsets = b
+	*last = b
 	return nil
 }
 
@@ -201,18 +206,7 @@ func (mg *Manager) saveGroups() error {
 		}
 		body.Groups = append(body.Groups, r.clone())
 	}
-	b, err := encodeFile(GroupsMagic, body)
-	if err != nil {
-		return err
-	}
-	if bytes.Equal(b, mg.lastGroups) {
-		return nil
-	}
-	if err := vfs.WriteFileAtomic(mg.o.FS, mg.o.Dir, GroupsFile, b); err != nil {
-		return fmt.Errorf("mqlite/consumer: write %s: %w", GroupsFile, err)
-	}
-	mg.lastGroups = b
-	return nil
+	return mg.writeIfChanged(GroupsFile, GroupsMagic, body, &mg.lastGroups)
 }
 
 // PersistOffsets writes the committed offsets now (if they changed).

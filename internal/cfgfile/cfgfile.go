@@ -65,7 +65,7 @@ func Decode(path string, b []byte, magic, version uint32, v any) error {
 	}
 	body := b[HeaderSize:]
 	if le.Uint32(b[12:]) != crc32.Checksum(body, castagnoli) {
-		return errs.Corrupt(path, 12, "checksum mismatch")
+		return errs.Corrupt(path, 12, "CRC32-C checksum mismatch")
 	}
 	if err := json.Unmarshal(body, v); err != nil {
 		return errs.Corrupt(path, HeaderSize, "bad body: %v", err)

@@ -14,8 +14,8 @@ import (
 // and with ErrFlowControl while the append path or a FlushSync sync has
 // been stuck longer than Options.FlowControlThreshold (RocketMQ's
 // page-cache-busy check), instead of queueing without bound. One monitor
-// goroutine samples both on the store's clock; the send path only reads
-// two flags.
+// goroutine samples both (ticking on the store's clock, measuring stalls
+// on the wall clock); the send path only reads two flags.
 type guard struct {
 	diskFull  atomic.Bool
 	busy      atomic.Bool
@@ -83,17 +83,20 @@ func (s *Store) monitor() {
 		if s.opts.FlowControlThreshold < 0 {
 			continue
 		}
+		// Stalls are physical: measure them on the wall clock, so a test's
+		// fake clock jumping ahead is not taken for a stuck disk.
+		wall := time.Now()
 		busy := false
 		if n := s.guard.appended.Load(); s.guard.appending.Load() > 0 && n == last {
 			if stuckSince.IsZero() {
-				stuckSince = now
+				stuckSince = wall
 			}
-			busy = now.Sub(stuckSince) >= s.opts.FlowControlThreshold
+			busy = wall.Sub(stuckSince) >= s.opts.FlowControlThreshold
 		} else {
 			last, stuckSince = n, time.Time{}
 		}
 		if s.gc != nil {
-			if since, ok := s.gc.SyncingSince(); ok && now.Sub(since) >= s.opts.FlowControlThreshold {
+			if since, ok := s.gc.SyncingSince(); ok && wall.Sub(since) >= s.opts.FlowControlThreshold {
 				busy = true
 			}
 		}

@@ -99,7 +99,7 @@ type gcWaiter struct {
 }
 
 func (g *GroupCommit) syncOnce() {
-	g.syncStart.Store(g.clk.Now().UnixNano())
+	g.syncStart.Store(time.Now().UnixNano()) // wall time: a stall is physical
 	flushed, err := g.f.Flush()
 	g.syncStart.Store(0)
 	g.mu.Lock()

@@ -4,6 +4,8 @@ import (
 	"context"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -90,4 +92,58 @@ func TestStalledSyncTriggersFlowControl(t *testing.T) {
 		_, err = s.Put(ctx, &Message{Topic: "t", Body: []byte("recovered")}, 0)
 		require.NoError(t, err)
 	})
+}
+
+// TestDiskFullOnAllocationResumes (S21 with an injected ENOSPC): when the
+// next segment cannot be allocated, sends fail with ErrDiskFull, nothing
+// is fenced, reads go on, sends resume once there is room, and a reopen
+// finds every acknowledged message.
+func TestDiskFullOnAllocationResumes(t *testing.T) {
+	mem := vfs.NewMem()
+	ffs := vfs.NewFaulty(mem)
+	s, err := openFS(ffs, "/e", &Options{SegmentSize: 64 << 10})
+	require.NoError(t, err)
+	var full atomic.Bool
+	ffs.SetInjector(func(op vfs.Op, path string) error {
+		if op == vfs.OpAllocate && full.Load() {
+			return syscall.ENOSPC
+		}
+		return nil
+	})
+	full.Store(true)
+	ctx := context.Background()
+	var acked []string
+	for {
+		r, err := s.Put(ctx, &Message{Topic: "t", Body: make([]byte, 1000)}, 0)
+		if err != nil {
+			require.ErrorIs(t, err, ErrDiskFull)
+			break
+		}
+		acked = append(acked, r.MsgID())
+		require.Less(t, len(acked), 10_000, "the disk never filled")
+	}
+	require.Nil(t, s.log.Fenced(), "a full disk does not fence the store")
+	_, err = s.MessageByID(acked[0])
+	require.NoError(t, err, "reads go on")
+	full.Store(false)
+	resumed := false
+	for range 3 { // the allocator's failed attempt may answer once more
+		r, err := s.Put(ctx, &Message{Topic: "t", Body: make([]byte, 1000)}, 0)
+		if err == nil {
+			acked = append(acked, r.MsgID())
+			resumed = true
+			break
+		}
+		require.ErrorIs(t, err, ErrDiskFull)
+	}
+	require.True(t, resumed, "sends resume without reopening")
+	require.NoError(t, s.Close())
+
+	s, err = openFS(mem, "/e", &Options{SegmentSize: 64 << 10})
+	require.NoError(t, err)
+	defer s.Close()
+	for _, id := range acked {
+		_, err := s.MessageByID(id)
+		require.NoError(t, err, "acknowledged %s", id)
+	}
 }

@@ -154,11 +154,8 @@ func (s *Store) pull(ctx context.Context, name string, queue int, from int64, ma
 	if err != nil {
 		return nil, from, err
 	}
-	if err := s.waitQueue(ctx, q, from); err != nil {
-		return nil, from, err
-	}
 	var buf [64]consumequeue.Entry
-	n, err := q.Read(from, buf[:min(max, len(buf))])
+	n, err := s.readVisible(ctx, q, from, buf[:min(max, len(buf))])
 	if err != nil && n == 0 {
 		return nil, from, err
 	}

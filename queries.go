@@ -81,11 +81,8 @@ func (s *Store) ReadQueue(ctx context.Context, topic string, queue int, from int
 	if err != nil {
 		return nil, err
 	}
-	if err := s.waitQueue(ctx, q, from); err != nil {
-		return nil, err
-	}
-	entries := make([]consumequeue.Entry, min(max, int(q.MaxOffset()-from)))
-	n, err := q.Read(from, entries)
+	entries := make([]consumequeue.Entry, min(max, 256))
+	n, err := s.readVisible(ctx, q, from, entries)
 	if err != nil {
 		return nil, err
 	}
@@ -98,6 +95,39 @@ func (s *Store) ReadQueue(ctx context.Context, topic string, queue int, from int
 		out = append(out, m)
 	}
 	return out, nil
+}
+
+// readVisible waits until q has an entry at from that is visible, then
+// copies the visible entries from there into dst. Visible means below the
+// dispatcher's published position, which it advances once per chunk of
+// records: so a batch, appended as one chunk, is seen whole or not at all.
+func (s *Store) readVisible(ctx context.Context, q *consumequeue.Queue, from int64, dst []consumequeue.Entry) (int, error) {
+	for {
+		if err := s.waitQueue(ctx, q, from); err != nil {
+			return 0, err
+		}
+		limit := s.disp.dispatched() // before the read: conservative
+		n, err := q.Read(from, dst)
+		k := 0
+		for k < n && dst[k].Offset < limit {
+			k++
+		}
+		if k > 0 || (err != nil && n == 0) {
+			return k, err
+		}
+		if n == 0 {
+			continue
+		}
+		ch, err := s.disp.waitCh(nil, dst[0].Offset+1)
+		if err != nil {
+			return 0, err
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+	}
 }
 
 // WaitVisible returns once every message stored before the call is
@@ -135,11 +165,21 @@ func (s *Store) Messages(topic string, queue int, from int64) iter.Seq2[*Message
 			return
 		}
 		from = max(from, q.MinOffset())
+		limit := s.disp.dispatched()
 		var buf [64]consumequeue.Entry
 		for from < q.MaxOffset() {
 			n, err := q.Read(from, buf[:])
 			if err != nil {
 				yield(nil, err)
+				return
+			}
+			for i, e := range buf[:n] {
+				if e.Offset >= limit { // a chunk still being dispatched
+					n = i
+					break
+				}
+			}
+			if n == 0 {
 				return
 			}
 			for i, e := range buf[:n] {

@@ -28,7 +28,10 @@ func TestVerifyHealthy(t *testing.T) {
 	require.Empty(t, rep.Problems)
 	require.EqualValues(t, 15, rep.Records)
 	require.EqualValues(t, 15, rep.Entries)
-	require.Equal(t, len(s.disp.cq.Queues()), rep.Queues)
+	// The delay-level goroutines create their (empty) queues in the
+	// background: Verify saw at most what exists now.
+	require.LessOrEqual(t, rep.Queues, len(s.disp.cq.Queues()))
+	require.Positive(t, rep.Queues)
 	require.Equal(t, s.log.WrotePosition(), rep.Bytes)
 	require.GreaterOrEqual(t, calls, int64(2))
 	require.Equal(t, lastTotal, lastDone)

@@ -86,6 +86,14 @@
 //     acknowledged that is not on disk.
 //   - Bad input gets an error matching a sentinel (errors.Is) and stores
 //     nothing.
+//   - Under pressure sends fail fast instead of queueing without bound:
+//     ErrDiskFull above Options.DiskMaxUsedRatio or when a segment cannot
+//     be allocated (sends resume once there is room), ErrFlowControl while
+//     the write path is stalled past Options.FlowControlThreshold.
+//   - Retention removes whole sealed segments older than Options.Retention
+//     (or to meet the disk ratios and size cap); a reader in the middle of
+//     a removed segment finishes first, later reads get ErrNotFound, and
+//     consumers behind the new minimum continue from it.
 //
 // # Where to look
 //

@@ -4,11 +4,14 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"syscall"
+	"time"
 	"unsafe"
 
 	"github.com/mqlite/mqlite/commitlog"
 	"github.com/mqlite/mqlite/consumequeue"
 	"github.com/mqlite/mqlite/indexfile"
+	"github.com/mqlite/mqlite/internal/errs"
 	"github.com/mqlite/mqlite/message"
 	"github.com/mqlite/mqlite/topic"
 )
@@ -74,6 +77,12 @@ func newDispatcher(s *Store, cq *consumequeue.Store, idx *indexfile.Index, from 
 		wake: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{})}
 }
 
+// noSpace reports a full disk (or file size limit) behind err.
+func noSpace(err error) bool {
+	return errors.Is(err, errs.ErrDiskFull) || errors.Is(err, syscall.ENOSPC) ||
+		errors.Is(err, syscall.EDQUOT) || errors.Is(err, syscall.EFBIG)
+}
+
 // confirmed is how far records may be dispatched.
 func (d *dispatcher) confirmed() int64 {
 	if d.s.opts.Flush == FlushSync && !d.s.opts.ReadUncommitted {
@@ -94,6 +103,20 @@ func (d *dispatcher) loop() {
 	defer close(d.done)
 	for {
 		if err := d.catchUp(d.confirmed()); err != nil {
+			if noSpace(err) {
+				// The indexes cannot grow: readers wait, and dispatch
+				// (idempotent) resumes from the failed record once there
+				// is room.
+				d.s.opts.Logger.Warn("mqlite: dispatch waits for disk space", "err", err)
+				t := d.s.opts.Clock.NewTimer(time.Second)
+				select {
+				case <-t.C():
+				case <-d.quit:
+					t.Stop()
+					return
+				}
+				continue
+			}
 			d.s.opts.Logger.Error("mqlite: dispatch stopped; the store is fenced", "err", err)
 			d.fail(err)
 			<-d.quit

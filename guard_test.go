@@ -95,9 +95,10 @@ func TestStalledSyncTriggersFlowControl(t *testing.T) {
 }
 
 // TestDiskFullOnAllocationResumes (S21 with an injected ENOSPC): when the
-// next segment cannot be allocated, sends fail with ErrDiskFull, nothing
-// is fenced, reads go on, sends resume once there is room, and a reopen
-// finds every acknowledged message.
+// next segment (or a ConsumeQueue file) cannot be allocated, sends fail
+// with ErrDiskFull, nothing is fenced (dispatch waits), reads go on,
+// sends and dispatch resume once there is room, and a reopen finds every
+// acknowledged message.
 func TestDiskFullOnAllocationResumes(t *testing.T) {
 	mem := vfs.NewMem()
 	ffs := vfs.NewFaulty(mem)
@@ -110,7 +111,7 @@ func TestDiskFullOnAllocationResumes(t *testing.T) {
 		}
 		return nil
 	})
-	full.Store(true)
+	full.Store(true) // before the first send: the queue's file cannot be created either
 	ctx := context.Background()
 	var acked []string
 	for {
@@ -137,6 +138,8 @@ func TestDiskFullOnAllocationResumes(t *testing.T) {
 		require.ErrorIs(t, err, ErrDiskFull)
 	}
 	require.True(t, resumed, "sends resume without reopening")
+	msgs := readN(t, s, "t", 0, len(acked)) // dispatch caught up (it retries every second)
+	require.Equal(t, acked[len(acked)-1], msgs[len(msgs)-1].MsgID)
 	require.NoError(t, s.Close())
 
 	s, err = openFS(mem, "/e", &Options{SegmentSize: 64 << 10})

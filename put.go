@@ -30,6 +30,8 @@ type putJob struct {
 	bornMs  int64
 	size    int
 	meta    message.Meta
+	route   message.Reroute
+	routed  bool // stored under route.Topic
 	uniq    [uniqLen]byte
 	storeMs int64
 	qoff    int64
@@ -37,16 +39,27 @@ type putJob struct {
 
 func (j *putJob) PayloadSize() int { return j.size }
 
+// topic is the topic the record is stored under.
+func (j *putJob) topic() string {
+	if j.routed {
+		return j.route.Topic
+	}
+	return j.m.Topic
+}
+
 // EncodePayload runs inside the CommitLog append lock: it assigns the queue
 // offset and the (monotone) store time, then encodes in place.
 func (j *putJob) EncodePayload(dst []byte, phys int64) {
 	s := j.s
-	k := queueKey{j.m.Topic, j.queue}
+	k := queueKey{j.topic(), j.queue}
 	j.qoff = s.queues[k]
 	s.queues[k] = j.qoff + 1
 	j.storeMs = max(s.opts.Clock.Now().UnixMilli(), s.lastStoreMs)
 	s.lastStoreMs = j.storeMs
 	j.meta = message.Meta{QueueID: j.queue, QueueOffset: j.qoff, StoreMs: j.storeMs, BornMs: j.bornMs}
+	if j.routed {
+		j.meta.Reroute = &j.route
+	}
 	if j.m.UniqKey == "" {
 		j.meta.Uniq = j.uniq[:]
 	}
@@ -65,17 +78,31 @@ func putHex(dst []byte, v uint64) {
 // newJob validates m (unless the caller just did) and prepares a pooled
 // job. sys allows the store's own topics (and only those that exist).
 func (s *Store) newJob(m *Message, queue int, sys, validated bool) (*putJob, error) {
+	return s.newRoutedJob(m, queue, sys, validated, nil)
+}
+
+// newRoutedJob is newJob for a message stored under route.Topic (queue is
+// then that topic's).
+func (s *Store) newRoutedJob(m *Message, queue int, sys, validated bool, route *message.Reroute) (*putJob, error) {
 	now := s.opts.Clock.Now()
 	if !validated {
 		if err := message.Validate(m, s.opts.MaxMessageSize, topicLimit(m), uniqLen, now); err != nil {
 			return nil, err
 		}
 	}
-	if err := s.checkQueue(m, queue, sys); err != nil {
+	if route != nil {
+		if err := s.checkSysQueue(route.Topic, queue); err != nil {
+			return nil, err
+		}
+	} else if err := s.checkQueue(m, queue, sys); err != nil {
 		return nil, err
 	}
 	j := s.jobs.Get().(*putJob)
 	j.m, j.queue = m, int32(queue)
+	j.routed = route != nil
+	if j.routed {
+		j.route = *route
+	}
 	j.bornMs = now.UnixMilli()
 	if !m.BornTimestamp.IsZero() {
 		j.bornMs = m.BornTimestamp.UnixMilli()
@@ -85,7 +112,11 @@ func (s *Store) newJob(m *Message, queue int, sys, validated bool) (*putJob, err
 		putHex(j.uniq[8:20], uint64(j.bornMs))
 		putHex(j.uniq[20:32], s.uniqSeq.Add(1))
 	}
-	j.size = message.PayloadSize(m, uniqLen)
+	if j.routed {
+		j.size = message.PayloadSizeRouted(m, uniqLen, &j.route)
+	} else {
+		j.size = message.PayloadSize(m, uniqLen)
+	}
 	return j, nil
 }
 
@@ -136,14 +167,20 @@ func (s *Store) append(ctx context.Context, m *Message, queue int, sys, validate
 	if err := s.admit(); err != nil {
 		return PutResult{}, err
 	}
+	var route *message.Reroute
 	if !sys && m != nil && (m.DelayLevel > 0 || !m.DeliverAt.IsZero()) {
+		var r message.Reroute
+		var routed bool
 		var err error
-		if m, queue, err = s.delayed(m, queue, validated); err != nil {
+		if m, queue, r, routed, err = s.delayed(m, queue, validated); err != nil {
 			return PutResult{}, err
+		}
+		if routed {
+			route = &r
 		}
 		sys, validated = true, true
 	}
-	j, err := s.newJob(m, queue, sys, validated)
+	j, err := s.newRoutedJob(m, queue, sys, validated, route)
 	if err != nil {
 		return PutResult{}, err
 	}

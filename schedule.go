@@ -247,21 +247,32 @@ func (d *scheduler) deliver(m *MessageExt, verify bool) error {
 }
 
 // delayed validates a message with a delay level or deliver-at time and
-// rewrites it for the scheduler or the timer service. A deliver-at time
-// already past is delivered at once.
-func (s *Store) delayed(m *Message, queue int, validated bool) (*Message, int, error) {
+// routes it to the schedule topic (queue level-1) or the timer topic,
+// keeping its real topic and queue in properties, without copying it. A
+// deliver-at time already past is delivered at once (a copy without it).
+func (s *Store) delayed(m *Message, queue int, validated bool) (*Message, int, message.Reroute, bool, error) {
 	if !validated {
 		if err := message.Validate(m, s.opts.MaxMessageSize, topicLimit(m), uniqLen, s.opts.Clock.Now()); err != nil {
-			return nil, 0, err
+			return nil, 0, message.Reroute{}, false, err
 		}
 	}
 	if err := s.checkQueue(m, queue, false); err != nil {
-		return nil, 0, err
+		return nil, 0, message.Reroute{}, false, err
 	}
-	if m.DelayLevel > 0 {
-		return s.toSchedule(m, queue)
+	r := message.Reroute{RealTopic: m.Topic, RealQueue: strconv.Itoa(queue)}
+	switch {
+	case m.DelayLevel > len(s.opts.DelayLevels):
+		return nil, 0, r, false, fmt.Errorf("%w: level %d, the store has %d levels", message.ErrInvalidDelay, m.DelayLevel, len(s.opts.DelayLevels))
+	case m.DelayLevel > 0:
+		r.Topic = topic.Schedule
+		return m, m.DelayLevel - 1, r, true, nil
+	case m.DeliverAt.After(s.opts.Clock.Now()):
+		r.Topic = topic.Timer
+		return m, 0, r, true, nil
 	}
-	return s.toTimer(m, queue)
+	c := *m
+	c.DeliverAt = time.Time{}
+	return &c, queue, r, false, nil
 }
 
 // sameAttempt matches the delivery of real (same reconsume count: the

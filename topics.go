@@ -74,6 +74,18 @@ func (s *Store) sysQueueCount(name string, queues int) (int, error) {
 	return s.topics.Ensure(name, topic.Config{Queues: queues}, true)
 }
 
+// checkSysQueue checks a put to queue of one of the store's own topics.
+func (s *Store) checkSysQueue(name string, queue int) error {
+	n := s.topics.Queues(name)
+	if n == 0 {
+		return fmt.Errorf("mqlite: system topic %q: %w", name, errs.ErrTopicNotFound)
+	}
+	if queue < 0 || queue >= n {
+		return fmt.Errorf("mqlite: queue id %d outside [0, %d) of topic %q: %w", queue, n, name, errs.ErrInvalidArgument)
+	}
+	return nil
+}
+
 // checkQueue resolves the topic of m for a put to queue.
 func (s *Store) checkQueue(m *Message, queue int, sys bool) error {
 	var n int

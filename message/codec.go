@@ -51,6 +51,23 @@ type Meta struct {
 	BornMs      int64
 	// Uniq is used as the unique key when the message has none.
 	Uniq []byte
+	// Reroute, if set, stores the message under another topic.
+	Reroute *Reroute
+}
+
+// Reroute stores a message under Topic (a delay or timer topic) with its
+// real topic and queue kept in the REAL_TOPIC and REAL_QID properties,
+// without copying the message.
+type Reroute struct {
+	Topic     string
+	RealTopic string
+	RealQueue string // decimal
+}
+
+// PayloadSizeRouted is PayloadSize for a message stored under r.
+func PayloadSizeRouted(m *Message, uniqLen int, r *Reroute) int {
+	return FixedSize + len(m.Body) + len(r.Topic) + propsSize(m, uniqLen) +
+		propSize(PropRealTopic, len(r.RealTopic)) + propSize(PropRealQueueID, len(r.RealQueue))
 }
 
 // PayloadSize is the exact size Encode writes for m, given the length of the
@@ -123,13 +140,21 @@ func Encode(dst []byte, m *Message, meta *Meta) {
 	byteOrder.PutUint32(dst[posTagsCode:], TagsCode(m.Tags))
 	byteOrder.PutUint32(dst[posBodyLen:], uint32(len(m.Body)))
 	p := posBody + copy(dst[posBody:], m.Body)
-	byteOrder.PutUint16(dst[p:], uint16(len(m.Topic)))
+	topic := m.Topic
+	if meta.Reroute != nil {
+		topic = meta.Reroute.Topic
+	}
+	byteOrder.PutUint16(dst[p:], uint16(len(topic)))
 	p += 2
-	p += copy(dst[p:], m.Topic)
+	p += copy(dst[p:], topic)
 	lenPos := p
 	p += 2
 	start := p
 	p = encodeProps(dst, p, m, meta.Uniq)
+	if r := meta.Reroute; r != nil {
+		p = putProp(dst, p, PropRealTopic, r.RealTopic)
+		p = putProp(dst, p, PropRealQueueID, r.RealQueue)
+	}
 	byteOrder.PutUint16(dst[lenPos:], uint16(p-start))
 }
 

@@ -168,11 +168,11 @@ func (s *Store) append(ctx context.Context, m *Message, queue int, sys, validate
 		return PutResult{}, err
 	}
 	var route *message.Reroute
-	if !sys && m != nil && (m.DelayLevel > 0 || !m.DeliverAt.IsZero()) {
+	if m != nil && (m.DelayLevel > 0 || !m.DeliverAt.IsZero()) {
 		var r message.Reroute
 		var routed bool
 		var err error
-		if m, queue, r, routed, err = s.delayed(m, queue, validated); err != nil {
+		if m, queue, r, routed, err = s.delayed(m, queue, sys, validated); err != nil {
 			return PutResult{}, err
 		}
 		if routed {

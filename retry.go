@@ -149,23 +149,12 @@ func (s *Store) SendBack(ctx context.Context, group string, m *MessageExt) error
 	if delay < 0 {
 		delay = s.retryDelay(group, int(c.ReconsumeTimes))
 	}
-	if _, err := s.sysQueueCount(c.Topic, 1); err != nil {
-		return err
-	}
-	var out *Message
-	var queue int
-	var err error
 	if level := s.levelOf(delay); level > 0 {
 		c.DelayLevel = level
-		out, queue, err = s.toSchedule(&c, 0)
 	} else {
 		c.DeliverAt = s.opts.Clock.Now().Add(delay)
-		out, queue, err = s.toTimer(&c, 0)
 	}
-	if err != nil {
-		return err
-	}
-	return s.putSystem(ctx, out, queue)
+	return s.putSystem(ctx, &c, 0) // routed through the schedule or timer topic
 }
 
 // inDLQ reports whether the dead-letter topic already holds the message

@@ -35,7 +35,7 @@ const (
 )
 
 // scheduler delivers delay-level messages: a message with DelayLevel n is
-// stored in the schedule topic's queue n-1 (see toSchedule); one goroutine
+// stored in the schedule topic's queue n-1 (see delayed); one goroutine
 // per level waits for the head of its queue to be due (store time plus the
 // level's delay, on the store's clock), then stores it in its real topic
 // and queue. Each level is FIFO with one delay, so due times are monotone.
@@ -224,25 +224,33 @@ func (d *scheduler) head(q *consumequeue.Queue, off int64) (*MessageExt, error) 
 // deliver stores a due schedule-topic message in its real topic and queue.
 // verify skips one already delivered before a restart.
 func (d *scheduler) deliver(m *MessageExt, verify bool) error {
+	return d.s.deliverDue(m, verify, "delayed")
+}
+
+// deliverDue stores a due delayed or timer message in its real topic and
+// queue; verify skips one the index shows delivered before a restart. A
+// malformed message, or one whose topic or queue is gone, is dropped and
+// logged.
+func (s *Store) deliverDue(m *MessageExt, verify bool, kind string) error {
 	real, queue, err := fromSchedule(&m.Message)
 	if err != nil {
-		d.s.opts.Logger.Error("mqlite: dropping a malformed delayed message", "offset", m.CommitLogOffset, "err", err)
+		s.opts.Logger.Error("mqlite: dropping a malformed "+kind+" message", "offset", m.CommitLogOffset, "err", err)
 		return nil
 	}
 	if verify {
-		if ok, err := d.s.hasUniqKey(real.Topic, real.UniqKey, m.StoreTimestamp, sameAttempt(real)); err != nil || ok {
+		if ok, err := s.hasUniqKey(real.Topic, real.UniqKey, m.StoreTimestamp, sameAttempt(real)); err != nil || ok {
 			return err
 		}
 	}
-	if d.s.topics.Queues(real.Topic) <= queue {
-		d.s.opts.Logger.Warn("mqlite: dropping a delayed message for a missing topic or queue", "topic", real.Topic, "queue", queue)
+	if s.topics.Queues(real.Topic) <= queue {
+		s.opts.Logger.Warn("mqlite: dropping a "+kind+" message for a missing topic or queue", "topic", real.Topic, "queue", queue)
 		return nil
 	}
-	res, err := d.s.append(context.Background(), real, queue, true, true)
+	res, err := s.append(context.Background(), real, queue, true, true)
 	if err != nil {
 		return err
 	}
-	d.s.kick(res.End())
+	s.kick(res.End())
 	return nil
 }
 
@@ -250,14 +258,19 @@ func (d *scheduler) deliver(m *MessageExt, verify bool) error {
 // routes it to the schedule topic (queue level-1) or the timer topic,
 // keeping its real topic and queue in properties, without copying it. A
 // deliver-at time already past is delivered at once (a copy without it).
-func (s *Store) delayed(m *Message, queue int, validated bool) (*Message, int, message.Reroute, bool, error) {
+// sys is for the store's own puts (retries) to its own topics.
+func (s *Store) delayed(m *Message, queue int, sys, validated bool) (*Message, int, message.Reroute, bool, error) {
 	if !validated {
 		if err := message.Validate(m, s.opts.MaxMessageSize, topicLimit(m), uniqLen, s.opts.Clock.Now()); err != nil {
 			return nil, 0, message.Reroute{}, false, err
 		}
 	}
-	if err := s.checkQueue(m, queue, false); err != nil {
-		return nil, 0, message.Reroute{}, false, err
+	check := s.checkQueue(m, queue, false)
+	if sys {
+		check = s.checkSysQueue(m.Topic, queue)
+	}
+	if check != nil {
+		return nil, 0, message.Reroute{}, false, check
 	}
 	r := message.Reroute{RealTopic: m.Topic, RealQueue: strconv.Itoa(queue)}
 	switch {
@@ -279,21 +292,6 @@ func (s *Store) delayed(m *Message, queue int, validated bool) (*Message, int, m
 // links of a retry chain share a unique key).
 func sameAttempt(real *Message) func(*MessageExt) bool {
 	return func(m *MessageExt) bool { return m.ReconsumeTimes == real.ReconsumeTimes }
-}
-
-// toSchedule rewrites a message with a delay level into the schedule
-// topic, keeping its real topic and queue in properties.
-func (s *Store) toSchedule(m *Message, queue int) (*Message, int, error) {
-	if m.DelayLevel > len(s.opts.DelayLevels) {
-		return nil, 0, fmt.Errorf("%w: level %d, the store has %d levels", message.ErrInvalidDelay, m.DelayLevel, len(s.opts.DelayLevels))
-	}
-	c := *m
-	c.Topic = topic.Schedule
-	c.Properties = make(map[string]string, len(m.Properties)+2)
-	maps.Copy(c.Properties, m.Properties)
-	c.Properties[message.PropRealTopic] = m.Topic
-	c.Properties[message.PropRealQueueID] = strconv.Itoa(queue)
-	return &c, m.DelayLevel - 1, nil
 }
 
 // fromSchedule restores a message's real topic and queue.

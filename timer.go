@@ -2,7 +2,6 @@ package mqlite
 
 import (
 	"cmp"
-	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -18,7 +17,6 @@ import (
 	"github.com/mqlite/mqlite/internal/cfgfile"
 	"github.com/mqlite/mqlite/internal/errs"
 	"github.com/mqlite/mqlite/internal/vfs"
-	"github.com/mqlite/mqlite/message"
 	"github.com/mqlite/mqlite/topic"
 )
 
@@ -306,44 +304,7 @@ func (t *timers) deliver(off int64) error {
 		}
 		return err
 	}
-	real, queue, err := fromSchedule(&m.Message)
-	if err != nil {
-		t.s.opts.Logger.Error("mqlite: dropping a malformed timer message", "offset", off, "err", err)
-		return nil
-	}
-	if t.verify {
-		if ok, err := t.s.hasUniqKey(real.Topic, real.UniqKey, m.StoreTimestamp, sameAttempt(real)); err != nil || ok {
-			return err
-		}
-	}
-	if t.s.topics.Queues(real.Topic) <= queue {
-		t.s.opts.Logger.Warn("mqlite: dropping a timer message for a missing topic or queue", "topic", real.Topic, "queue", queue)
-		return nil
-	}
-	res, err := t.s.append(context.Background(), real, queue, true, true)
-	if err != nil {
-		return err
-	}
-	t.s.kick(res.End())
-	return nil
-}
-
-// toTimer rewrites a message with a future deliver-at time into the timer
-// topic; one already due is stored as is.
-func (s *Store) toTimer(m *Message, queue int) (*Message, int, error) {
-	c := *m
-	if !m.DeliverAt.After(s.opts.Clock.Now()) {
-		c.DeliverAt = time.Time{}
-		return &c, queue, nil
-	}
-	c.Topic = topic.Timer
-	c.Properties = make(map[string]string, len(m.Properties)+2)
-	for k, v := range m.Properties {
-		c.Properties[k] = v
-	}
-	c.Properties[message.PropRealTopic] = m.Topic
-	c.Properties[message.PropRealQueueID] = strconv.Itoa(queue)
-	return &c, 0, nil
+	return t.s.deliverDue(m, t.verify, "timer")
 }
 
 // timerBacklog is how many timer messages are stored but not yet in a

@@ -104,9 +104,9 @@ type SendResult struct {
 
 // Producer sends messages to a store. It is safe for concurrent use.
 type Producer struct {
-	st   Store
-	opts Options
-	rr   sync.Map // topic -> *atomic.Uint32, round-robin counters
+	st     Store
+	opts   Options
+	picker Picker
 
 	async asyncState
 }
@@ -138,7 +138,7 @@ func New(st Store, opts Options) (*Producer, error) {
 	if len(problems) > 0 {
 		return nil, fmt.Errorf("mqlite/producer: bad options: %w: %w", errs.ErrInvalidArgument, errors.Join(problems...))
 	}
-	p := &Producer{st: st, opts: opts}
+	p := &Producer{st: st, opts: opts, picker: Picker{Selector: opts.Selector}}
 	p.async.init(p)
 	return p, nil
 }
@@ -219,30 +219,40 @@ func (p *Producer) pick(m *message.Message) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	return p.picker.Pick(m, n)
+}
+
+// Picker chooses a message's queue as a Producer does: the Selector if
+// set, else the queue its ShardingKey hashes to, else round robin per
+// topic from a random start (as RocketMQ). Safe for concurrent use; the
+// zero value is ready.
+type Picker struct {
+	Selector Selector
+	rr       sync.Map // topic -> *atomic.Uint32
+}
+
+// Pick returns m's queue among n, or ErrInvalidArgument if the Selector
+// chose one outside [0, n).
+func (p *Picker) Pick(m *message.Message, n int) (int, error) {
 	var q int
 	switch {
-	case p.opts.Selector != nil:
-		q = p.opts.Selector(m, n)
+	case p.Selector != nil:
+		q = p.Selector(m, n)
 	case m.ShardingKey != "":
 		q = ShardingQueue(m.ShardingKey, n)
 	default:
-		q = p.next(m.Topic, n)
+		c, ok := p.rr.Load(m.Topic)
+		if !ok {
+			v := new(atomic.Uint32)
+			v.Store(rand.Uint32())
+			c, _ = p.rr.LoadOrStore(m.Topic, v)
+		}
+		q = int(c.(*atomic.Uint32).Add(1) % uint32(n))
 	}
 	if q < 0 || q >= n {
 		return 0, fmt.Errorf("mqlite/producer: selector chose queue %d of %d for topic %q: %w", q, n, m.Topic, errs.ErrInvalidArgument)
 	}
 	return q, nil
-}
-
-// next is the round-robin choice for topic.
-func (p *Producer) next(topic string, n int) int {
-	c, ok := p.rr.Load(topic)
-	if !ok {
-		v := new(atomic.Uint32)
-		v.Store(rand.Uint32()) // a random start, as RocketMQ's
-		c, _ = p.rr.LoadOrStore(topic, v)
-	}
-	return int(c.(*atomic.Uint32).Add(1) % uint32(n))
 }
 
 // ShardingQueue is the queue a sharding key maps to among n queues: a

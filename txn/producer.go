@@ -8,7 +8,6 @@ import (
 	"math/rand/v2"
 	"runtime/debug"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -36,7 +35,7 @@ type Producer struct {
 	st         Store
 	opts       ProducerOptions
 	unregister func()
-	rr         sync.Map // topic -> *atomic.Uint32, round-robin counters
+	picker     producer.Picker
 	closed     atomic.Bool
 }
 
@@ -56,7 +55,7 @@ func NewProducer(svc *Service, checker Checker, opts ProducerOptions) (*Producer
 	if err != nil {
 		return nil, err
 	}
-	return &Producer{svc: svc, st: svc.st, opts: opts, unregister: unregister}, nil
+	return &Producer{svc: svc, st: svc.st, opts: opts, unregister: unregister, picker: producer.Picker{Selector: opts.Selector}}, nil
 }
 
 // Close unregisters the producer's checker; sends in progress finish.
@@ -203,25 +202,7 @@ func (p *Producer) pick(m *message.Message) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	var q int
-	switch {
-	case p.opts.Selector != nil:
-		q = p.opts.Selector(m, n)
-	case m.ShardingKey != "":
-		q = producer.ShardingQueue(m.ShardingKey, n)
-	default:
-		c, ok := p.rr.Load(m.Topic)
-		if !ok {
-			v := new(atomic.Uint32)
-			v.Store(rand.Uint32())
-			c, _ = p.rr.LoadOrStore(m.Topic, v)
-		}
-		q = int(c.(*atomic.Uint32).Add(1) % uint32(n))
-	}
-	if q < 0 || q >= n {
-		return 0, fmt.Errorf("mqlite/txn: selector chose queue %d of %d for topic %q: %w", q, n, m.Topic, ErrInvalidArgument)
-	}
-	return q, nil
+	return p.picker.Pick(m, n)
 }
 
 // half is the half message of msg: stored in topic.Half queue 0, with the

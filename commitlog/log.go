@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"log/slog"
+	"math"
 	"runtime"
 	"runtime/debug"
 	"sort"
@@ -26,7 +27,9 @@ const (
 	DefaultSegmentSize   = 1 << 30
 	DefaultMaxRecordSize = 4<<20 + 64<<10 // RocketMQ: body limit plus 64 KiB
 	MinSegmentSize       = 4096
-	// WarmBytes is how much of a new segment the allocator pre-touches.
+	// WarmBytes is how far ahead of the write position the allocator
+	// keeps the log pre-faulted (warm.go), and how much of the head of a
+	// new segment it pre-faults before the roll.
 	WarmBytes = 64 << 20
 )
 
@@ -52,7 +55,7 @@ type Options struct {
 	FS            vfs.FS // default vfs.OS
 	SegmentSize   int64  // default 1 GiB
 	MaxRecordSize int    // default 4 MiB + 64 KiB, including the frame
-	NoWarm        bool   // do not pre-touch the head (WarmBytes) of new segments
+	NoWarm        bool   // do not pre-fault the log ahead of the write position (warm.go)
 	Logger        *slog.Logger
 
 	// RecoverFrom is where Open starts validating records; it is rounded
@@ -99,6 +102,7 @@ type Log struct {
 		sync.Mutex
 		cur    *segment
 		closed bool
+		warmAt int64 // ask the allocator to warm more once the write position passes this (warm.go)
 	}
 	snap    atomic.Pointer[snapshot] // pinned by readers; copy-on-write (retention.go)
 	wrote   atomic.Int64             // end of the last appended record
@@ -121,6 +125,8 @@ type Log struct {
 
 	allocReq   chan int64
 	allocReady chan prepared
+	warmKick   chan struct{} // wakes the allocator to warm up to warmTo
+	warmTo     atomic.Int64
 	quit       chan struct{}
 	allocDone  chan struct{}
 }
@@ -166,6 +172,7 @@ func Open(opts Options) (*Log, error) {
 		opts:       opts,
 		allocReq:   make(chan int64, 1),
 		allocReady: make(chan prepared, 1),
+		warmKick:   make(chan struct{}, 1),
 		quit:       make(chan struct{}),
 		allocDone:  make(chan struct{}),
 	}
@@ -177,6 +184,10 @@ func Open(opts Options) (*Log, error) {
 	if err := l.recover(); err != nil {
 		l.releaseAll()
 		return nil, err
+	}
+	l.mu.warmAt = math.MaxInt64
+	if !opts.NoWarm {
+		l.warmLocked(l.wrote.Load())
 	}
 	go l.allocate()
 	l.allocReq <- l.mu.cur.start + l.opts.SegmentSize
@@ -281,6 +292,9 @@ func (l *Log) AppendBatch(as []Appender) (first, end int64, err error) {
 		w += int64(n)
 	}
 	l.wrote.Store(w)
+	if w >= l.mu.warmAt {
+		l.warmLocked(w)
+	}
 	return first, w, nil
 }
 

@@ -127,7 +127,8 @@ func (l *Log) recover() error {
 	if err != nil {
 		return err
 	}
-	if len(starts) == 0 {
+	fresh := len(starts) == 0 // a new log: nothing to validate or repair
+	if fresh {
 		starts = []int64{0}
 	}
 	segs := make([]*segment, 0, len(starts))
@@ -179,12 +180,16 @@ func (l *Log) recover() error {
 		break
 	}
 	end := segs[i].start + pos
-	if k == kBad || !l.opts.CleanShutdown {
+	if fresh {
+		// The segment was just created: reading all of it for a torn tail
+		// would fault in every page of a file known to be empty.
+		k = kZero
+	} else if k == kBad || !l.opts.CleanShutdown {
 		if err := l.classifyTail(segs, i, pos, reason); err != nil {
 			return err
 		}
 	}
-	if err := l.truncateAfter(segs, i, pos, k == kZero && l.opts.CleanShutdown); err != nil {
+	if err := l.truncateAfter(segs, i, pos, k == kZero && (l.opts.CleanShutdown || fresh)); err != nil {
 		return err
 	}
 	l.report.End = end

@@ -100,11 +100,13 @@ type prepared struct {
 }
 
 // allocate runs in its own goroutine: it creates, preallocates, maps and
-// pre-touches the next segment before the appender needs it, and syncs the
-// directory so that the new file's entry is durable before any record in it
-// is acknowledged.
+// pre-faults the head of the next segment before the appender needs it,
+// and syncs the directory so that the new file's entry is durable before
+// any record in it is acknowledged. In between it keeps the current
+// segment warm ahead of the write position (warm.go).
 func (l *Log) allocate() {
 	defer close(l.allocDone)
+	var warmed int64 // everything below is pre-faulted (or was skipped)
 	for {
 		select {
 		case start := <-l.allocReq:
@@ -116,10 +118,7 @@ func (l *Log) allocate() {
 					l.opts.FS.Remove(seg.path)
 					seg = nil
 				} else if !l.opts.NoWarm {
-					// The head only: a whole 1 GiB segment would keep a
-					// core busy for seconds after every roll and Open, and
-					// fill the page cache with pages written much later.
-					vfs.Populate(seg.buf[:min(len(seg.buf), WarmBytes)])
+					l.warmHead(seg, &warmed)
 				}
 			}
 			select {
@@ -130,6 +129,14 @@ func (l *Log) allocate() {
 					l.opts.FS.Remove(seg.path)
 				}
 				return
+			}
+		case <-l.warmKick:
+			for l.warmAhead(&warmed) {
+				select {
+				case <-l.quit:
+					return
+				default:
+				}
 			}
 		case <-l.quit:
 			return

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"sort"
 	"syscall"
+	"unsafe"
 
 	"github.com/edsrzf/mmap-go"
 	"golang.org/x/sys/unix"
@@ -144,17 +145,15 @@ func (m *osMapping) Sync(off, n int) error {
 
 func (m *osMapping) Unmap() error { return m.m.Unmap() }
 
-// Populate asks the kernel to fault in b for writing ahead of use, so that
-// the append path takes no first-touch page faults. It falls back to
-// touching one byte per page.
+// Populate asks the kernel to fault in the pages of b for writing ahead of
+// use (MADV_POPULATE_WRITE), so that writes into them take no page fault.
+// It is a hint: it never changes a byte, so it may run while another
+// goroutine writes into b, and where the kernel cannot do it (before Linux
+// 5.14, or memory that is not a mapping) it does nothing.
 func Populate(b []byte) {
-	if len(b) == 0 {
-		return
-	}
-	if err := unix.Madvise(b, unix.MADV_POPULATE_WRITE); err == nil {
-		return
-	}
-	for i := 0; i < len(b); i += PageSize {
-		b[i] = 0
+	// madvise wants a page-aligned start: skip the partial first page.
+	p := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	if skip := int(-p & (PageSize - 1)); skip < len(b) {
+		unix.Madvise(b[skip:], unix.MADV_POPULATE_WRITE)
 	}
 }

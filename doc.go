@@ -42,9 +42,11 @@
 // record straight into the mapped segment (package commitlog) with no
 // intermediate buffer. Then the flush mode applies (package flush): with
 // FlushSync the caller waits for the group commit whose sync covers its
-// record; with FlushAsync a background flusher syncs on an interval and a
-// dirty-page threshold. A background allocator creates, preallocates and
-// pre-touches the next segment before it is needed.
+// record; with FlushAsync a background flusher syncs every FlushInterval
+// once FlushLeastPages are dirty, and everything every
+// FlushThoroughInterval. A background allocator creates, preallocates and
+// pre-faults the next segment before it is needed, and keeps the 64 MiB
+// ahead of the write position pre-faulted, so appends take no page faults.
 //
 // A dispatcher goroutine tails the CommitLog and, for every record, appends
 // a 20-byte entry to the record's ConsumeQueue (package consumequeue, one per

@@ -19,7 +19,8 @@ type FlushMode int
 
 const (
 	// FlushAsync acknowledges once the message is in the mapped page cache;
-	// a background flusher syncs on an interval and a dirty-page threshold.
+	// a background flusher syncs every FlushInterval once FlushLeastPages
+	// are dirty, and everything every FlushThoroughInterval.
 	// kill -9 loses nothing; power loss may lose the last flush interval.
 	FlushAsync FlushMode = iota
 	// FlushSync acknowledges only after a sync covering the message (group
@@ -50,11 +51,11 @@ type Options struct {
 
 	SyncFlushTimeout      time.Duration // FlushSync wait limit; default 5 s
 	FlushInterval         time.Duration // FlushAsync period; default 500 ms
-	FlushLeastPages       int           // FlushAsync dirty pages before a flush; default 4
+	FlushLeastPages       int           // FlushAsync: a periodic flush waits for this many dirty pages; default 4
 	FlushThoroughInterval time.Duration // FlushAsync flush-everything period; default 10 s
 	CheckpointInterval    time.Duration // default 1 s
 
-	// NoWarm skips pre-touching new CommitLog segments.
+	// NoWarm skips pre-faulting the CommitLog ahead of the write position.
 	NoWarm bool
 
 	// ReadUncommitted lets readers see FlushSync messages before their

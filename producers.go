@@ -77,7 +77,7 @@ func (p producerStore) AwaitDurable(ctx context.Context, end int64) error {
 	return p.s.awaitDurable(ctx, end)
 }
 
-func (p producerStore) Kick(end int64) { p.s.kick(end) }
+func (p producerStore) Kick(int64) { p.s.kick() }
 
 // handle is anything the store closes before itself.
 type handle interface{ Close() error }

@@ -198,24 +198,22 @@ func (s *Store) append(ctx context.Context, m *Message, queue int, sys, validate
 	return res, nil
 }
 
-// kick starts making data ending at end durable and visible, without
-// waiting.
-func (s *Store) kick(end int64) {
+// kick starts making appended data durable and visible, without waiting.
+// With FlushAsync it wakes only the dispatcher: the flusher runs on its
+// interval, as RocketMQ's does by default (wakeFlushWhenPutMessage false),
+// instead of syncing again after every few pages.
+func (s *Store) kick() {
 	if s.gc == nil || s.opts.ReadUncommitted {
 		s.disp.notify()
 	}
 	if s.gc != nil {
 		s.gc.Kick()
-		return
-	}
-	if end-s.log.FlushedPosition() > s.periodic.Threshold() {
-		s.periodic.Notify()
 	}
 }
 
 // awaitDurable applies the flush mode to data ending at end.
 func (s *Store) awaitDurable(ctx context.Context, end int64) error {
-	s.kick(end)
+	s.kick()
 	if s.gc != nil {
 		return s.gc.Wait(ctx, end)
 	}

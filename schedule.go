@@ -246,11 +246,10 @@ func (s *Store) deliverDue(m *MessageExt, verify bool, kind string) error {
 		s.opts.Logger.Warn("mqlite: dropping a "+kind+" message for a missing topic or queue", "topic", real.Topic, "queue", queue)
 		return nil
 	}
-	res, err := s.append(context.Background(), real, queue, true, true)
-	if err != nil {
+	if _, err := s.append(context.Background(), real, queue, true, true); err != nil {
 		return err
 	}
-	s.kick(res.End())
+	s.kick()
 	return nil
 }
 

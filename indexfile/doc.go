@@ -37,7 +37,7 @@
 //	off size field
 //	  0    4 magic "MQIX"
 //	  4    2 format version, 1 (FormatVersion)
-//	  6    2 flags: bit 0 "dirty" (changed since the last Flush); others 0
+//	  6    2 flags: bit 0 "dirty" (may hold entries past flushedCount); others 0
 //	  8    4 slot count
 //	 12    4 entry capacity
 //	 16    8 beginTimestamp: store time (Unix ms) of the first entry
@@ -102,12 +102,15 @@
 //
 // # Durability and recovery
 //
-// Index files are derived data: the CommitLog can rebuild them. Flush
-// syncs the slots and entries of each changed file, then writes and syncs a
-// clean header recording flushedCount. The first Put after a Flush first
-// marks the header dirty and syncs it, so a clean header on disk always
-// describes synced data. A full file is flushed before the next one is
-// created, so after a crash only the newest file can be dirty.
+// Index files are derived data: the CommitLog can rebuild them. The first
+// Put into a file whose header is clean on disk marks it dirty and syncs
+// it, so a clean header always describes synced data; the header then
+// stays dirty while the file takes entries and is not rewritten per entry.
+// Flush syncs the slots and entries of each changed file without holding
+// up Put, then records the synced count as flushedCount in the (still
+// dirty) header and syncs that. A full file is sealed (synced, header
+// clean) before the next one is created, and Close seals the newest, so
+// after a crash only the newest file can be dirty.
 //
 // Open does, for the files in name order:
 //

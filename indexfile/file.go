@@ -259,10 +259,12 @@ func (f *file) repair(h header) error {
 	return f.m.Sync(0, HeaderSize)
 }
 
-// appendLocked appends an entry (Index.mu held; the file is not full). Before the
-// first change after a flush the header is marked dirty and synced, so a
-// crash can never leave a clean header over unflushed slots. An error is a
-// failed sync; the caller fences.
+// appendLocked appends an entry (Index.mu held; the file is not full). The
+// first change to a file that is clean on disk marks its header dirty and
+// syncs it, so a crash can never leave a clean header over unsynced slots;
+// the header then stays dirty until the file is sealed or closed, and is
+// not rewritten per entry (readers use the atomics, Flush records
+// progress). An error is a failed sync; the caller fences.
 func (f *file) appendLocked(hash uint32, phys, t int64) error {
 	if !f.dirty {
 		f.dirty = true
@@ -287,13 +289,13 @@ func (f *file) appendLocked(hash uint32, phys, t int64) error {
 	f.endPhys.Store(phys)
 	f.count.Store(n + 1)
 	storeSlot(f.b, bk, n)
-	f.writeHeader()
 	return nil
 }
 
-// syncLocked syncs the slots and entries, then writes and syncs a clean
-// header (Index.mu held). An error is a failed sync; the caller fences.
-func (f *file) syncLocked() error {
+// sealLocked syncs the slots and entries, then writes and syncs a clean
+// header (Index.mu held), for a file that takes no more entries: full, or
+// at Close. An error is a failed sync; the caller fences.
+func (f *file) sealLocked() error {
 	if !f.dirty {
 		return nil
 	}

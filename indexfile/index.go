@@ -22,10 +22,13 @@ type Index struct {
 
 	// mu serializes writers. It also guards the writer fields of every
 	// file (usedSlots, flushed, dirty) and the header bytes in the mappings.
+	// It is never held across the syncs of a Flush.
 	mu struct {
 		sync.Mutex
 		fenced error // a failed sync; Put and Flush return it
 	}
+	// flushMu serializes Flush and Close; it is taken before mu.
+	flushMu sync.Mutex
 }
 
 // Open opens (creating if needed) the index in opts.Dir and recovers it:
@@ -176,7 +179,7 @@ func (x *Index) Put(key string, phys int64, storeTimeMs int64) error {
 // can be dirty after a crash) and creates the next one.
 func (x *Index) rollLocked(files []*file, phys, t int64) (*file, error) {
 	if len(files) > 0 {
-		if err := files[len(files)-1].syncLocked(); err != nil {
+		if err := files[len(files)-1].sealLocked(); err != nil {
 			return nil, x.fenceLocked(err)
 		}
 	}
@@ -325,16 +328,73 @@ func (x *Index) syncDirLocked(changed bool) error {
 	return nil
 }
 
-// Flush makes every entry put so far durable: for each file changed since
-// the last Flush, it syncs the slots and entries, then a clean header. A
-// failed sync fences the Index (ErrFenced).
+// Flush makes every entry put so far durable without holding up Put: for
+// each file changed since the last Flush it syncs the slots and entries
+// (Put goes on meanwhile), then records the synced entry count in the
+// header, which stays marked dirty while the file takes entries, and syncs
+// the header. After a crash Open trusts exactly the entries a Flush
+// recorded. A failed sync fences the Index (ErrFenced).
 func (x *Index) Flush() error {
+	x.flushMu.Lock()
+	defer x.flushMu.Unlock()
+	type job struct {
+		f *file
+		h header // as of the sync: count and the fields that depend on it
+	}
+	var jobs []job
 	x.mu.Lock()
-	defer x.mu.Unlock()
 	if x.closed.Load() {
+		x.mu.Unlock()
 		return fmt.Errorf("mqlite/indexfile: flush: %w", ErrClosed)
 	}
-	return x.flushLocked()
+	if err := x.mu.fenced; err != nil {
+		x.mu.Unlock()
+		return err
+	}
+	for _, f := range x.snapshot() {
+		if f.dirty && f.count.Load() != f.flushed && f.tryAcquire() {
+			jobs = append(jobs, job{f, f.header()})
+		}
+	}
+	x.mu.Unlock()
+	var err error
+	for _, j := range jobs {
+		if err == nil {
+			err = x.flushFile(j.f, j.h)
+		}
+		if rerr := j.f.release(); rerr != nil {
+			x.log.Error("indexfile: release", "err", rerr)
+		}
+	}
+	return err
+}
+
+// flushFile syncs entries [1, h.count) of f and the slots, then writes h,
+// with that count as the flushed count, as f's (dirty) header and syncs
+// it. f is pinned.
+func (x *Index) flushFile(f *file, h header) error {
+	n := h.count
+	fail := func(err error) error {
+		x.mu.Lock()
+		defer x.mu.Unlock()
+		return x.fenceLocked(err)
+	}
+	if err := f.m.Sync(HeaderSize, f.usedSize(n)-HeaderSize); err != nil {
+		return fail(fmt.Errorf("mqlite/indexfile: sync %s: %w", f.path, err))
+	}
+	x.mu.Lock()
+	if !f.dirty || f.flushed >= n { // sealed meanwhile (full): it recorded more
+		x.mu.Unlock()
+		return nil
+	}
+	f.flushed = n
+	h.flushed = n
+	h.encode(f.b[:HeaderSize])
+	x.mu.Unlock()
+	if err := f.m.Sync(0, HeaderSize); err != nil {
+		return fail(fmt.Errorf("mqlite/indexfile: sync header of %s: %w", f.path, err))
+	}
+	return nil
 }
 
 func (x *Index) flushLocked() error {
@@ -342,7 +402,7 @@ func (x *Index) flushLocked() error {
 		return x.mu.fenced
 	}
 	for _, f := range x.snapshot() {
-		if err := f.syncLocked(); err != nil {
+		if err := f.sealLocked(); err != nil {
 			return x.fenceLocked(err)
 		}
 	}
@@ -353,6 +413,8 @@ func (x *Index) flushLocked() error {
 // by a running Query are unmapped when it finishes. Close is idempotent;
 // afterwards every method returns ErrClosed and EndPhyOffset returns 0.
 func (x *Index) Close() error {
+	x.flushMu.Lock()
+	defer x.flushMu.Unlock()
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if x.closed.Load() {

@@ -321,30 +321,60 @@ func (h *countingHandler) Handle(_ context.Context, r slog.Record) error {
 
 func TestSyncFailureFences(t *testing.T) {
 	eio := errors.New("injected EIO")
-	fty := vfs.NewFaulty(vfs.NewMem())
-	x := mustOpen(t, tinyOpts(fty, "/i"))
-	mustPut(t, x, "k", 1, t0)
-	if err := x.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	fty.SetInjector(func(op vfs.Op, _ string) error {
+	syncFails := func(op vfs.Op, _ string) error {
 		if op == vfs.OpMapSync {
 			return eio
 		}
 		return nil
+	}
+	fenced := func(t *testing.T, x *Index, err error) {
+		t.Helper()
+		if !errors.Is(err, ErrFenced) || !errors.Is(err, eio) {
+			t.Fatalf("got %v, want ErrFenced wrapping the sync error", err)
+		}
+		if err := x.Put("k", 3, t0); !errors.Is(err, ErrFenced) {
+			t.Fatalf("Put after a failed sync: %v, want ErrFenced", err)
+		}
+		if err := x.Flush(); !errors.Is(err, ErrFenced) {
+			t.Fatalf("Flush after a failed sync: %v, want ErrFenced", err)
+		}
+		eq(t, "reads still work", queryAll(t, x, "k"), []int64{2, 1})
+	}
+	t.Run("flush", func(t *testing.T) {
+		fty := vfs.NewFaulty(vfs.NewMem())
+		x := mustOpen(t, tinyOpts(fty, "/i"))
+		mustPut(t, x, "k", 1, t0)
+		if err := x.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		// Put after a Flush does not sync: the header stays dirty.
+		fty.SetInjector(syncFails)
+		mustPut(t, x, "k", 2, t0)
+		err := x.Flush()
+		fty.SetInjector(nil)
+		fenced(t, x, err)
 	})
-	// The first Put after a Flush syncs the dirty header: it fails.
-	if err := x.Put("k", 2, t0); !errors.Is(err, ErrFenced) || !errors.Is(err, eio) {
-		t.Fatalf("got %v, want ErrFenced wrapping the sync error", err)
-	}
-	fty.SetInjector(nil)
-	if err := x.Put("k", 3, t0); !errors.Is(err, ErrFenced) {
-		t.Fatalf("Put after a failed sync: %v, want ErrFenced", err)
-	}
-	if err := x.Flush(); !errors.Is(err, ErrFenced) {
-		t.Fatalf("Flush after a failed sync: %v, want ErrFenced", err)
-	}
-	eq(t, "reads still work", queryAll(t, x, "k"), []int64{1})
+	t.Run("first put after a clean close", func(t *testing.T) {
+		fty := vfs.NewFaulty(vfs.NewMem())
+		x := mustOpen(t, tinyOpts(fty, "/i"))
+		mustPut(t, x, "k", 1, t0)
+		if err := x.Close(); err != nil {
+			t.Fatal(err)
+		}
+		x = mustOpen(t, tinyOpts(fty, "/i"))
+		mustPut(t, x, "k", 2, t0) // marks the clean header dirty and syncs it
+		if err := x.Close(); err != nil {
+			t.Fatal(err)
+		}
+		x = mustOpen(t, tinyOpts(fty, "/i"))
+		fty.SetInjector(syncFails)
+		err := x.Put("k", 4, t0)
+		fty.SetInjector(nil)
+		if !errors.Is(err, ErrFenced) || !errors.Is(err, eio) {
+			t.Fatalf("got %v, want ErrFenced wrapping the sync error", err)
+		}
+		fenced(t, x, x.Put("k", 5, t0))
+	})
 }
 
 func TestAllocateFailureIsNotFatal(t *testing.T) {

@@ -6,13 +6,10 @@ import (
 	"sync"
 	"syscall"
 	"time"
-	"unsafe"
 
-	"github.com/mqlite/mqlite/commitlog"
 	"github.com/mqlite/mqlite/consumequeue"
 	"github.com/mqlite/mqlite/indexfile"
 	"github.com/mqlite/mqlite/internal/errs"
-	"github.com/mqlite/mqlite/message"
 	"github.com/mqlite/mqlite/topic"
 )
 
@@ -38,7 +35,7 @@ type dispatcher struct {
 	lastStoreMs int64 // newest store time seen; owned by the loop
 
 	queues map[string][]*consumequeue.Queue // topic -> queue id -> queue (loop only)
-	keyBuf []byte
+	batch  batch                            // records scanned, not yet applied (dispatch_record.go)
 
 	wake chan struct{}
 	quit chan struct{}
@@ -74,7 +71,7 @@ func (w *waiter) ready(dispatched int64) bool {
 
 func newDispatcher(s *Store, cq *consumequeue.Store, idx *indexfile.Index, from int64) *dispatcher {
 	return &dispatcher{s: s, cq: cq, idx: idx, next: from, queues: map[string][]*consumequeue.Queue{},
-		wake: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{})}
+		batch: batch{failedAt: -1}, wake: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{})}
 }
 
 // noSpace reports a full disk (or file size limit) behind err.
@@ -136,6 +133,13 @@ func (d *dispatcher) catchUp(to int64) error {
 		return nil
 	}
 	next, err := d.s.log.Scan(d.next, to, false, d.dispatch)
+	if ferr := d.apply(); err == nil {
+		err = ferr
+	}
+	if d.batch.failedAt >= 0 {
+		next = min(next, d.batch.failedAt) // resume at the first record not applied
+		d.batch.failedAt = -1
+	}
 	d.next = next
 	d.mu.Lock()
 	d.mu.dispatched = next
@@ -157,96 +161,6 @@ func (d *dispatcher) fail(err error) {
 	}
 	d.mu.waiters = nil
 	d.mu.Unlock()
-}
-
-// queue returns the ConsumeQueue of (topic, id), creating it on first use.
-func (d *dispatcher) queue(topic []byte, id int32) (*consumequeue.Queue, error) {
-	qs := d.queues[string(topic)]
-	if int(id) < len(qs) && qs[id] != nil {
-		return qs[id], nil
-	}
-	t := string(topic)
-	q, err := d.cq.Queue(t, int(id), true)
-	if err != nil {
-		return nil, err
-	}
-	for len(qs) <= int(id) {
-		qs = append(qs, nil)
-	}
-	qs[id] = q
-	d.queues[t] = qs
-	return q, nil
-}
-
-// dispatch builds the index entries of one record.
-func (d *dispatcher) dispatch(r commitlog.Record) error {
-	if err := checkPayload(r); err != nil {
-		return err
-	}
-	v := viewOf(r)
-	switch v.SysFlag() & message.SysTxTypeMask {
-	case message.SysTxPrepared, message.SysTxRollback:
-		return nil // half messages and rollbacks are not consumable
-	}
-	q, err := d.queue(v.Topic(), v.QueueID())
-	if err != nil {
-		return err
-	}
-	e := consumequeue.Entry{Offset: r.Offset, Size: int32(r.Size), TagsCode: v.TagsCode()}
-	if t := string(v.Topic()); t == topic.Schedule || t == topic.Timer {
-		e.TagsCode = deliverSeconds(v)
-	}
-	if err := q.Append(v.QueueOffset(), e); err != nil {
-		return fmt.Errorf("mqlite: dispatch record at %d: %w", r.Offset, err)
-	}
-	d.lastStoreMs = max(d.lastStoreMs, v.StoreMs())
-	return d.indexKeys(v, r.Offset)
-}
-
-// deliverSeconds is the tags code of schedule and timer messages: the
-// deliver-at time in unix seconds, rounded up (so a timer is never early),
-// else the store time. The timer service buckets entries by it without
-// touching the CommitLog.
-func deliverSeconds(v message.View) uint32 {
-	if p := v.Prop(message.PropDeliverAt); p != nil {
-		var ms int64
-		for _, c := range p {
-			ms = ms*10 + int64(c-'0')
-		}
-		return uint32((ms + 999) / 1000)
-	}
-	return uint32(v.StoreMs() / 1000)
-}
-
-// indexKeys indexes topic#uniqkey and topic#key for each key.
-func (d *dispatcher) indexKeys(v message.View, off int64) error {
-	topic := v.Topic()
-	put := func(key []byte) error {
-		if len(key) == 0 {
-			return nil
-		}
-		d.keyBuf = append(append(append(d.keyBuf[:0], topic...), '#'), key...)
-		// Put only hashes the key; it does not keep it.
-		return d.idx.Put(unsafe.String(unsafe.SliceData(d.keyBuf), len(d.keyBuf)), off, v.StoreMs())
-	}
-	if err := put(v.Prop(message.PropUniqKey)); err != nil {
-		return err
-	}
-	keys := v.Prop(message.PropKeys)
-	for len(keys) > 0 {
-		i := 0
-		for i < len(keys) && keys[i] != ' ' {
-			i++
-		}
-		if err := put(keys[:i]); err != nil {
-			return err
-		}
-		if i == len(keys) {
-			break
-		}
-		keys = keys[i+1:]
-	}
-	return nil
 }
 
 // wait blocks until q has an entry at offset, ctx ends or the store closes.

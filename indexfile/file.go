@@ -39,6 +39,7 @@ type file struct {
 	usedSlots uint32
 	flushed   uint32 // count as of the last Flush
 	dirty     bool   // the header on disk says dirty
+	sink      uint32 // touchSlots' result, kept so the loads are not dropped
 }
 
 // entry returns the bytes of entry n, 1 <= n <= f.entries.
@@ -274,7 +275,7 @@ func (f *file) appendLocked(hash uint32, phys, t int64) error {
 		}
 	}
 	n := f.count.Load()
-	bk := hash % f.slots
+	bk := f.bucket(hash)
 	prev := loadSlot(f.b, bk)
 	if prev >= n { // damaged slot: start a new chain
 		prev = 0
@@ -310,6 +311,25 @@ func (f *file) sealLocked() error {
 		return fmt.Errorf("mqlite/indexfile: sync header of %s: %w", f.path, err)
 	}
 	return nil
+}
+
+// touchSlots reads the slot of each of hs, discarding the values, so that
+// the cache misses of a batch overlap (the loads are independent) before
+// appendLocked reads them again one by one.
+func (f *file) touchSlots(hs []Hashed) {
+	var sink uint32
+	for _, h := range hs {
+		sink |= loadSlot(f.b, f.bucket(h.Hash))
+	}
+	f.sink = sink
+}
+
+// bucket is hash % slots, with a mask when slots is a power of two.
+func (f *file) bucket(hash uint32) uint32 {
+	if f.slots&(f.slots-1) == 0 {
+		return hash & (f.slots - 1)
+	}
+	return hash % f.slots
 }
 
 // lookup walks the chain of hash's bucket, newest first, adding to rs the

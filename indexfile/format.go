@@ -99,8 +99,9 @@ func parseName(name string) (int64, bool) {
 
 // keyHash is xxhash64 of the key folded to 32 bits; 0 is never returned, so
 // a zeroed entry never carries a valid hash.
-func keyHash(key string) uint32 {
-	h := xxhash.Sum64String(key)
+func keyHash(key string) uint32 { return foldHash(xxhash.Sum64String(key)) }
+
+func foldHash(h uint64) uint32 {
 	v := uint32(h) ^ uint32(h>>32)
 	if v == 0 {
 		v = 1

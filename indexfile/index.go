@@ -8,6 +8,8 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+
+	"github.com/cespare/xxhash/v2"
 )
 
 // Index is a hash index from string keys to commitlog offsets over a
@@ -131,16 +133,42 @@ func (x *Index) publish(files []*file) {
 // indexed before: re-dispatch after recovery). When the newest file is
 // full, it is synced (one sync per DefaultEntries entries, paid by the
 // writer) and a new file named by phys is created. Put does not allocate
-// except when it creates a file.
+// except when it creates a file. PutHashed does the same for many keys.
 func (x *Index) Put(key string, phys int64, storeTimeMs int64) error {
 	if key == "" {
 		return invalidf("put: empty key")
 	}
-	if phys < 0 {
-		return invalidf("put: negative commitlog offset %d", phys)
-	}
-	if storeTimeMs < 0 || storeTimeMs > maxStoreTime {
-		return invalidf("put: store time %d ms is outside [0, 2^53]", storeTimeMs)
+	one := [1]Hashed{{Hash: keyHash(key), Phys: phys, StoreMs: storeTimeMs}}
+	return x.PutHashed(one[:])
+}
+
+// Hashed is one key to index, hashed with KeyHash, for the record at
+// commitlog offset Phys stored at StoreMs (Unix ms).
+type Hashed struct {
+	Hash    uint32
+	Phys    int64
+	StoreMs int64
+}
+
+// KeyHash is the hash the index stores for key (never 0).
+func KeyHash(key []byte) uint32 { return foldHash(xxhash.Sum64(key)) }
+
+// PutHashed indexes hs in order, as that many Puts would, under one lock
+// hold. It first reads the slots of all of them, so that their cache
+// misses overlap instead of coming one after another. A zero hash or an
+// offset or time out of range fails the whole batch (ErrInvalidArgument)
+// and indexes nothing; after a failed sync (ErrFenced) the keys before the
+// failing one stay indexed.
+func (x *Index) PutHashed(hs []Hashed) error {
+	for _, h := range hs {
+		switch {
+		case h.Hash == 0:
+			return invalidf("put: zero hash")
+		case h.Phys < 0:
+			return invalidf("put: negative commitlog offset %d", h.Phys)
+		case h.StoreMs < 0 || h.StoreMs > maxStoreTime:
+			return invalidf("put: store time %d ms is outside [0, 2^53]", h.StoreMs)
+		}
 	}
 	x.mu.Lock()
 	defer x.mu.Unlock()
@@ -154,23 +182,28 @@ func (x *Index) Put(key string, phys int64, storeTimeMs int64) error {
 	var f *file
 	if len(files) > 0 {
 		f = files[len(files)-1]
-		if phys < f.endPhys.Load() {
-			return nil
+		if len(hs) > 1 {
+			f.touchSlots(hs)
 		}
 	}
-	if f == nil || f.full() {
-		if f != nil && f.beginPhys == phys {
-			x.log.Warn("indexfile: a file is full of keys of one commitlog offset; key not indexed (raise Options.Entries)",
-				"path", f.path, "phys", phys)
-			return nil
+	for _, h := range hs {
+		if f != nil && h.Phys < f.endPhys.Load() {
+			continue
 		}
-		var err error
-		if f, err = x.rollLocked(files, phys, storeTimeMs); err != nil {
-			return err
+		if f == nil || f.full() {
+			if f != nil && f.beginPhys == h.Phys {
+				x.log.Warn("indexfile: a file is full of keys of one commitlog offset; key not indexed (raise Options.Entries)",
+					"path", f.path, "phys", h.Phys)
+				continue
+			}
+			var err error
+			if f, err = x.rollLocked(x.snapshot(), h.Phys, h.StoreMs); err != nil {
+				return err
+			}
 		}
-	}
-	if err := f.appendLocked(keyHash(key), phys, storeTimeMs); err != nil {
-		return x.fenceLocked(err)
+		if err := f.appendLocked(h.Hash, h.Phys, h.StoreMs); err != nil {
+			return x.fenceLocked(err)
+		}
 	}
 	return nil
 }

@@ -371,3 +371,41 @@ func TestOneOffsetFillsAFile(t *testing.T) {
 	mustPut(t, x, "k32", 8, t0)
 	eq(t, "k32", queryAll(t, x, "k32"), []int64{8})
 }
+
+// PutHashed of batches must index exactly what one Put per key does,
+// across file rolls, with re-dispatched (older) offsets skipped.
+func TestPutHashedMatchesPut(t *testing.T) {
+	one := mustOpen(t, tinyOpts(vfs.NewMem(), "/one"))
+	many := mustOpen(t, tinyOpts(vfs.NewMem(), "/many"))
+	key := func(i int) string { return fmt.Sprintf("k%d", i%13) }
+	var batch []Hashed
+	for i := range 200 { // 32 entries a file: several rolls
+		phys, ts := int64(i*100), t0+int64(i)*10
+		mustPut(t, one, key(i), phys, ts)
+		batch = append(batch, Hashed{Hash: KeyHash([]byte(key(i))), Phys: phys, StoreMs: ts})
+		if len(batch) == 7 || i == 199 {
+			if err := many.PutHashed(batch); err != nil {
+				t.Fatal(err)
+			}
+			// A re-dispatch of the same batch is skipped, except the keys
+			// of the newest offset (Query de-duplicates those).
+			if err := many.PutHashed(batch[:len(batch)-1]); err != nil {
+				t.Fatal(err)
+			}
+			batch = batch[:0]
+		}
+	}
+	for k := range 13 {
+		eq(t, key(k), queryAll(t, many, key(k)), queryAll(t, one, key(k)))
+	}
+	if a, b := len(indexFiles(t, one.opts.FS, "/one")), len(indexFiles(t, many.opts.FS, "/many")); a != b || a < 6 {
+		t.Fatalf("%d files with Put, %d with PutHashed; want equal and >= 6", a, b)
+	}
+	for _, bad := range []Hashed{{Hash: 0, Phys: 1, StoreMs: t0}, {Hash: 1, Phys: -1, StoreMs: t0}, {Hash: 1, Phys: 1, StoreMs: -1}} {
+		before := queryAll(t, many, key(0))
+		if err := many.PutHashed([]Hashed{{Hash: KeyHash([]byte(key(0))), Phys: 1 << 40, StoreMs: t0}, bad}); !errors.Is(err, ErrInvalidArgument) {
+			t.Fatalf("PutHashed(%+v): %v, want ErrInvalidArgument", bad, err)
+		}
+		eq(t, "nothing indexed from a bad batch", queryAll(t, many, key(0)), before)
+	}
+}

@@ -1,11 +1,14 @@
 package vfs
 
 import (
+	"encoding/binary"
 	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
+	"unsafe"
 )
 
 // Op names an operation of the FS seam, for fault injection.
@@ -354,6 +357,21 @@ func (m *faultyMapping) Sync(off, n int) error {
 	if len(nd.durable) < len(b) {
 		nd.durable = append(nd.durable, make([]byte, len(b)-len(nd.durable))...)
 	}
-	copy(nd.durable[off:end], b[off:end])
+	copyWords(nd.durable[off:end], b[off:end])
 	return nil
+}
+
+// copyWords copies src into dst (same length) reading src's aligned
+// 4-byte words atomically, as a kernel writing a page back sees them: a
+// writer may update words inside a synced range with atomic stores (the
+// IndexFile's hash slots) while the sync runs.
+func copyWords(dst, src []byte) {
+	i := 0
+	for ; i < len(src) && uintptr(unsafe.Pointer(&src[i]))%4 != 0; i++ {
+		dst[i] = src[i]
+	}
+	for ; i+4 <= len(src); i += 4 {
+		binary.NativeEndian.PutUint32(dst[i:], atomic.LoadUint32((*uint32)(unsafe.Pointer(&src[i]))))
+	}
+	copy(dst[i:], src[i:])
 }

@@ -15,12 +15,12 @@ import (
 // been stuck longer than Options.FlowControlThreshold (RocketMQ's
 // page-cache-busy check), instead of queueing without bound. One monitor
 // goroutine samples both (ticking on the store's clock, measuring stalls
-// on the wall clock); the send path only reads two flags.
+// on the wall clock); the send path only reads two flags and pays nothing
+// for the sampling (the monitor asks the CommitLog whether its append lock
+// is held, and watches the write position).
 type guard struct {
-	diskFull  atomic.Bool
-	busy      atomic.Bool
-	appending atomic.Int64  // appends inside the CommitLog now
-	appended  atomic.Uint64 // appends completed
+	diskFull atomic.Bool
+	busy     atomic.Bool
 
 	quit chan struct{}
 	done chan struct{}
@@ -58,7 +58,7 @@ func (s *Store) monitor() {
 	}
 	t := s.opts.Clock.NewTicker(tick)
 	defer t.Stop()
-	var last uint64
+	var last int64
 	var stuckSince time.Time
 	nextDisk := s.opts.Clock.Now().Add(time.Second)
 	nextStats := s.opts.Clock.Now().Add(s.opts.StatsInterval)
@@ -87,7 +87,7 @@ func (s *Store) monitor() {
 		// fake clock jumping ahead is not taken for a stuck disk.
 		wall := time.Now()
 		busy := false
-		if n := s.guard.appended.Load(); s.guard.appending.Load() > 0 && n == last {
+		if n := s.log.WrotePosition(); n == last && s.log.Appending() {
 			if stuckSince.IsZero() {
 				stuckSince = wall
 			}

@@ -94,6 +94,63 @@ func TestStalledSyncTriggersFlowControl(t *testing.T) {
 	})
 }
 
+// TestStalledAppendTriggersFlowControl stalls the append path itself: the
+// next segment's allocation hangs, so the send that must roll waits under
+// the append lock and the sends behind it queue. Once that is older than
+// FlowControlThreshold, new sends fail at once with ErrFlowControl; when
+// the disk comes back, everything queued is stored and sends flow again.
+func TestStalledAppendTriggersFlowControl(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ffs := vfs.NewFaulty(vfs.NewMem())
+		s, err := openFS(ffs, "/stall", &Options{SegmentSize: 64 << 10, NoWarm: true})
+		require.NoError(t, err)
+		defer s.Close()
+		synctest.Wait() // the allocator has prepared the second segment
+		release := make(chan struct{})
+		var once sync.Once
+		ffs.SetInjector(func(op vfs.Op, path string) error {
+			if op == vfs.OpAllocate && strings.Contains(path, "commitlog") {
+				once.Do(func() { <-release }) // the third segment hangs
+			}
+			return nil
+		})
+		ctx := context.Background()
+		body := make([]byte, 1000)
+		for s.log.WrotePosition() < 64<<10 { // into the second segment
+			_, err := s.Put(ctx, &Message{Topic: "t", Body: body}, 0)
+			require.NoError(t, err)
+		}
+		synctest.Wait() // the allocator is stuck on the third
+		// One sender fills the segment and waits for the next under the
+		// append lock. (More would block on the lock itself, which
+		// synctest does not count as idle.)
+		stuck := make(chan error)
+		go func() {
+			var err error
+			for err == nil {
+				_, err = s.Put(ctx, &Message{Topic: "t", Body: body}, 0)
+			}
+			stuck <- err
+		}()
+		time.Sleep(500 * time.Millisecond)
+		synctest.Wait()
+		require.False(t, s.guard.busy.Load(), "below the threshold sends wait")
+		time.Sleep(time.Second)
+		synctest.Wait()
+		before := s.log.WrotePosition()
+		_, err = s.Put(ctx, &Message{Topic: "t", Body: []byte("fast fail")}, 0)
+		require.ErrorIs(t, err, ErrFlowControl, "the append path has been stuck past the 1 s threshold")
+		require.Equal(t, before, s.log.WrotePosition(), "nothing stored by a refused send")
+		close(release)
+		require.ErrorIs(t, <-stuck, ErrFlowControl, "the stuck send completed, the next one was refused while the flag stayed up")
+		require.Greater(t, s.log.WrotePosition(), before, "the stuck send was stored once the segment came")
+		time.Sleep(time.Second)
+		synctest.Wait()
+		_, err = s.Put(ctx, &Message{Topic: "t", Body: []byte("recovered")}, 0)
+		require.NoError(t, err)
+	})
+}
+
 // TestDiskFullOnAllocationResumes (S21 with an injected ENOSPC): when the
 // next segment (or a ConsumeQueue file) cannot be allocated, sends fail
 // with ErrDiskFull, nothing is fenced (dispatch waits), reads go on,

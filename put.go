@@ -184,10 +184,7 @@ func (s *Store) append(ctx context.Context, m *Message, queue int, sys, validate
 	if err != nil {
 		return PutResult{}, err
 	}
-	s.guard.appending.Add(1)
 	off, err := s.log.Append(j)
-	s.guard.appending.Add(-1)
-	s.guard.appended.Add(1)
 	if err != nil {
 		s.releaseJob(j)
 		return PutResult{}, err
@@ -262,10 +259,7 @@ func (s *Store) appendBatch(ctx context.Context, msgs []*Message, queue int, val
 		jobs = append(jobs, j)
 		apps = append(apps, j)
 	}
-	s.guard.appending.Add(1)
 	first, _, err := s.log.AppendBatch(apps)
-	s.guard.appending.Add(-1)
-	s.guard.appended.Add(1)
 	if err != nil {
 		return nil, err
 	}

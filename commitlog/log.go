@@ -219,6 +219,18 @@ func (l *Log) MinOffset() int64 {
 	return segs[0].start
 }
 
+// Appending reports whether an append holds the append lock at this
+// moment. A monitor that sees it true while WrotePosition stands still
+// knows the append path is stuck (a roll waiting for a segment, a write
+// into a mapping the kernel cannot fill); appends pay nothing for it.
+func (l *Log) Appending() bool {
+	if l.mu.TryLock() {
+		l.mu.Unlock()
+		return false
+	}
+	return true
+}
+
 // Fenced returns the error that fenced the log, or nil.
 func (l *Log) Fenced() error {
 	if p := l.fenced.Load(); p != nil {

@@ -133,6 +133,12 @@ func lazyQueue(o Options) *Queue {
 	return q
 }
 
+func (q *Queue) isLazy() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.mu.lazy
+}
+
 // materializeLocked creates the directory and meta file of a lazy queue.
 func (q *Queue) materializeLocked() error {
 	if err := q.fs.MkdirAll(q.dir, 0o755); err != nil {

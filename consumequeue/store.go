@@ -166,12 +166,15 @@ func (s *Store) Queue(topic string, id int, create bool) (*Queue, error) {
 	return q, nil
 }
 
-// Queues lists the open queues, sorted by topic and id.
+// Queues lists the open queues that exist on disk (not the ones created
+// by Queue that got no entry yet), sorted by topic and id.
 func (s *Store) Queues() []QueueID {
 	s.mu.RLock()
 	ids := make([]QueueID, 0, len(s.mu.queues))
-	for id := range s.mu.queues {
-		ids = append(ids, id)
+	for id, q := range s.mu.queues {
+		if !q.isLazy() {
+			ids = append(ids, id)
+		}
 	}
 	s.mu.RUnlock()
 	slices.SortFunc(ids, func(a, b QueueID) int {

@@ -73,6 +73,7 @@ type Store struct {
 	uniqSeq    atomic.Uint64
 	jobs       sync.Pool
 
+	readOnly  bool // Options.ReadOnly: see readonly.go
 	recovery  RecoveryReport
 	closed    atomic.Bool
 	closeOnce sync.Once
@@ -93,7 +94,9 @@ type RecoveryReport struct {
 
 // Open opens (creating if needed) the store in dir. A nil opts means the
 // defaults. A second Open of the same directory, from this or another
-// process, fails with ErrLocked.
+// process, fails with ErrLocked. With Options.ReadOnly it opens an
+// existing store for reading only, beside the process that owns it or
+// while none does: no lock, no change to any file (see Options.ReadOnly).
 func Open(dir string, opts *Options) (*Store, error) {
 	var fs vfs.FS = vfs.OS
 	if opts != nil && opts.InMemory {
@@ -107,6 +110,9 @@ func openFS(fs vfs.FS, dir string, opts *Options) (*Store, error) {
 	o, err := opts.withDefaults()
 	if err != nil {
 		return nil, err
+	}
+	if o.ReadOnly {
+		return openReadOnly(fs, dir, o, opts != nil && opts.SegmentSize != 0)
 	}
 	s := &Store{opts: o, dir: filepath.Clean(dir), fs: fs, queues: map[queueKey]int64{},
 		uniqPrefix: rand.Uint32(), cpQuit: make(chan struct{}), cpDone: make(chan struct{})}
@@ -318,6 +324,10 @@ func (s *Store) Close() error {
 		s.handles.Lock()
 		s.closed.Store(true) // under the lock: no handle is added after
 		s.handles.Unlock()
+		if s.readOnly {
+			s.closeErr = s.closeReadOnly()
+			return
+		}
 		cErr := s.consumers.Close()
 		hErr := s.closeHandles()
 		txErr := s.txn.Close()

@@ -28,7 +28,9 @@ import (
 //     owner had not dispatched yet (usually the last few milliseconds of
 //     sends) are not in a queue: DispatchedPosition in Stats says where
 //     the queues stop, and they become visible to a read-only Store opened
-//     after the owner indexed them;
+//     after the owner indexed them. The keys of the newest dispatched
+//     record may be missing from MessagesByKey (the owner may have been
+//     putting them at that moment);
 //   - topics, consumer groups and committed offsets as last persisted by
 //     the owner (every Options.OffsetPersistInterval), pending
 //     transactions counted from the queues.
@@ -74,28 +76,33 @@ func (s *Store) openRO() error {
 	if err != nil {
 		return err
 	}
+	// The queues were read one after another while the owner kept
+	// dispatching. The newest entry seen marks a point below which the
+	// owner had dispatched every record before any queue is read again:
+	// caught up to there, the queues agree with the CommitLog.
+	if err := cq.TruncateAfterPhys(end); err != nil {
+		cq.Close()
+		return err
+	}
+	dispatched := min(cq.MaxPhysEnd(), end)
+	if err := cq.CatchUp(dispatched); err != nil {
+		cq.Close()
+		return err
+	}
+	if _, err := cq.DeleteBelowPhys(s.log.MinOffset()); err != nil {
+		cq.Close()
+		return err
+	}
+	// Listed after that point, the IndexFiles hold the keys of every
+	// record before the newest dispatched one (whose keys the owner may
+	// be putting right now).
 	idx, err := indexfile.Open(indexfile.Options{FS: s.fs, Dir: s.path("index"), Slots: s.opts.IndexSlots,
 		Entries: s.opts.IndexEntries, Logger: s.opts.Logger, ReadOnly: true})
 	if err != nil {
 		cq.Close()
 		return err
 	}
-	s.disp = newDispatcher(s, cq, idx, 0)
-	// The queues were read one after another while the owner kept
-	// dispatching. The newest entry seen marks a point below which the
-	// owner had dispatched every record before any queue was caught up
-	// again: the view is consistent up to there.
-	if err := cq.TruncateAfterPhys(end); err != nil {
-		return err
-	}
-	dispatched := min(cq.MaxPhysEnd(), end)
-	if err := cq.CatchUp(dispatched); err != nil {
-		return err
-	}
-	if _, err := cq.DeleteBelowPhys(s.log.MinOffset()); err != nil {
-		return err
-	}
-	s.disp.next = dispatched
+	s.disp = newDispatcher(s, cq, idx, dispatched)
 	s.disp.mu.dispatched = dispatched
 	if s.txn, err = s.newTxnService(); err != nil {
 		return err

@@ -169,3 +169,23 @@ func childFail(t *testing.T, format string, args ...any) {
 	emit("fail "+format, args...)
 	t.FailNow()
 }
+
+// mappingsUnder counts this process's mappings of files under dir.
+func mappingsUnder(t *testing.T, dir string) int {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/maps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Count(string(b), dir+"/")
+}
+
+// openFDs counts this process's open file descriptors.
+func openFDs(t *testing.T) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(ents) - 1 // the directory being read
+}

@@ -73,13 +73,14 @@ type Store struct {
 	uniqSeq    atomic.Uint64
 	jobs       sync.Pool
 
-	readOnly  bool // Options.ReadOnly: see readonly.go
-	recovery  RecoveryReport
-	closed    atomic.Bool
-	closeOnce sync.Once
-	closeErr  error
-	cpQuit    chan struct{}
-	cpDone    chan struct{}
+	readOnly    bool // Options.ReadOnly: see readonly.go
+	dispRunning bool // the dispatcher loop was started (for abortOpen)
+	recovery    RecoveryReport
+	closed      atomic.Bool
+	closeOnce   sync.Once
+	closeErr    error
+	cpQuit      chan struct{}
+	cpDone      chan struct{}
 }
 
 // RecoveryReport says what Open found and repaired.
@@ -119,7 +120,7 @@ func openFS(fs vfs.FS, dir string, opts *Options) (*Store, error) {
 	s.jobs.New = func() any { return &putJob{s: s} }
 	s.explicitSegment = opts != nil && opts.SegmentSize != 0
 	if err := s.open(); err != nil {
-		s.release()
+		s.abortOpen()
 		return nil, err
 	}
 	go s.checkpointLoop()
@@ -261,6 +262,11 @@ func (s *Store) openIndexes(cp checkpoint, cpOK bool) error {
 		return err
 	}
 	s.recovery.Redispatched = end - start
+	// Queue minimums are not stored: re-apply retention inside the first
+	// files, or a minimum would move back to entries whose records are gone.
+	if _, err := cq.DeleteBelowPhys(s.log.MinOffset()); err != nil {
+		return err
+	}
 	for _, id := range cq.Queues() {
 		q, err := cq.Queue(id.Topic, id.ID, false)
 		if err != nil {
@@ -269,6 +275,7 @@ func (s *Store) openIndexes(cp checkpoint, cpOK bool) error {
 		s.queues[queueKey{id.Topic, int32(id.ID)}] = q.MaxOffset()
 	}
 	s.lastStoreMs = s.disp.lastStoreMs
+	s.dispRunning = true
 	go s.disp.loop()
 	return nil
 }
@@ -365,6 +372,22 @@ func (s *Store) Close() error {
 		s.closeErr = errors.Join(errList...)
 	})
 	return s.closeErr
+}
+
+// abortOpen undoes a failed open: it stops the goroutines open started
+// (the dispatcher, the flusher), then releases the files.
+func (s *Store) abortOpen() {
+	if s.dispRunning {
+		close(s.disp.quit)
+		<-s.disp.done
+	}
+	if s.gc != nil {
+		s.gc.Close()
+	}
+	if s.periodic != nil {
+		s.periodic.Close()
+	}
+	s.release()
 }
 
 // release frees what open acquired, for Close and failed opens.

@@ -101,8 +101,9 @@
 // them (or a stopped or crashed one) without changing anything:
 //
 //  1. No directory or meta file is created: a missing one is an empty
-//     queue (the writer creates both before any data file). A damaged or
-//     incompatible meta file fails as in step 1 above.
+//     queue (the writer creates both before any data file). A damaged meta
+//     file fails as in step 1 above; its entries per file are taken as
+//     they are (Options.EntriesPerFile does not apply).
 //  2. Data files are listed as in step 2; from the first gap, or the
 //     first file that is not exactly the file size (one the writer is
 //     creating), nothing is mapped. Each file is opened O_RDONLY and

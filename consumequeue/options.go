@@ -24,8 +24,9 @@ type Options struct {
 	Logger *slog.Logger
 	// ReadOnly opens queues for reading only, beside the process that
 	// writes them (or a stopped one): files are opened O_RDONLY and mapped
-	// read-only, and nothing is created, repaired or removed. See "Read-only
-	// open" in the package documentation.
+	// read-only, and nothing is created, repaired or removed. Each queue's
+	// meta file then gives its EntriesPerFile. See "Read-only open" in the
+	// package documentation.
 	ReadOnly bool
 }
 

@@ -70,10 +70,13 @@ func (q *Queue) refresh(limit int64) error {
 		return fmt.Errorf("mqlite/consumequeue: refresh %s: %w", q.dir, ErrClosed)
 	}
 	if q.mu.lazy {
-		found, err := q.checkMeta(int(q.perFile))
+		// The queue's own meta file decides its file size: a reader
+		// cannot reshape files, so it need not be told.
+		found, perFile, err := q.checkMeta(0)
 		if err != nil || !found {
 			return err
 		}
+		q.perFile, q.fileSize = int64(perFile), perFile*EntrySize
 		q.mu.lazy = false
 	}
 	files, err := q.listFiles()

@@ -168,6 +168,7 @@ func TestReadOnlyQueueShapes(t *testing.T) {
 
 	ro := e.opts()
 	ro.FS, ro.ReadOnly = vfs.ReadOnly(fs), true
+	ro.EntriesPerFile = 1000 // the meta file's 16 apply
 	r := mustOpen(t, ro)
 	checkRange(t, r, 0, 10)
 	closeQ(t, r)

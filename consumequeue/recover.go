@@ -26,7 +26,7 @@ type dataFile struct {
 
 // loadMeta checks the meta file, or writes it for a new queue.
 func (q *Queue) loadMeta(perFile int) error {
-	found, err := q.checkMeta(perFile)
+	found, _, err := q.checkMeta(perFile)
 	if err != nil || found {
 		return err
 	}
@@ -36,36 +36,38 @@ func (q *Queue) loadMeta(perFile int) error {
 	return nil
 }
 
-// checkMeta checks the meta file. found is false (with no error) when
-// there is none and no data file either: a new queue (or, read-only, one
-// whose directory is missing).
-func (q *Queue) checkMeta(perFile int) (found bool, err error) {
+// checkMeta checks the meta file (perFile 0: any entries per file, which
+// it returns). found is false (with no error) when there is none and no
+// data file either: a new queue (or, read-only, one whose directory is
+// missing).
+func (q *Queue) checkMeta(perFile int) (found bool, filePerFile int, err error) {
 	path := filepath.Join(q.dir, metaName)
 	size, _, err := q.fs.Stat(path)
 	if errors.Is(err, vfs.ErrNotExist) {
 		files, err := q.listFiles()
 		if errors.Is(err, vfs.ErrNotExist) {
-			return false, nil // no directory
+			return false, 0, nil // no directory
 		}
 		if err != nil {
-			return false, err
+			return false, 0, err
 		}
 		if len(files) > 0 {
-			return false, fmt.Errorf("mqlite/consumequeue: %w", errCorrupt(path, 0, "meta file missing next to %d data files", len(files)))
+			return false, 0, fmt.Errorf("mqlite/consumequeue: %w", errCorrupt(path, 0, "meta file missing next to %d data files", len(files)))
 		}
-		return false, nil
+		return false, 0, nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("mqlite/consumequeue: stat %s: %w", path, err)
+		return false, 0, fmt.Errorf("mqlite/consumequeue: stat %s: %w", path, err)
 	}
 	if size > 4096 {
-		return false, fmt.Errorf("mqlite/consumequeue: %w", errCorrupt(path, 0, "meta file of %d bytes", size))
+		return false, 0, fmt.Errorf("mqlite/consumequeue: %w", errCorrupt(path, 0, "meta file of %d bytes", size))
 	}
 	b, err := vfs.ReadFile(q.fs, path)
 	if err != nil {
-		return false, fmt.Errorf("mqlite/consumequeue: read %s: %w", path, err)
+		return false, 0, fmt.Errorf("mqlite/consumequeue: read %s: %w", path, err)
 	}
-	return true, checkMeta(path, b, perFile)
+	n, err := checkMeta(path, b, perFile)
+	return true, n, err
 }
 
 // listFiles returns the data files in ascending order. Unknown names are

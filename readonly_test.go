@@ -44,8 +44,19 @@ func treeState(t *testing.T, dir string) map[string]string {
 	return out
 }
 
-// mqliteGoroutines counts goroutines running mqlite code outside tests.
+// mqliteGoroutines counts goroutines running mqlite code outside tests,
+// giving goroutines that are returning (after signalling that they are
+// done) a moment to go.
 func mqliteGoroutines() int {
+	n := countMqliteGoroutines()
+	for i := 0; n > 0 && i < 10_000; i++ {
+		runtime.Gosched()
+		n = countMqliteGoroutines()
+	}
+	return n
+}
+
+func countMqliteGoroutines() int {
 	buf := make([]byte, 1<<20)
 	buf = buf[:runtime.Stack(buf, true)]
 	n := 0

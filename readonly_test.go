@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -278,4 +279,63 @@ func TestReadOnlyOnFaultyFS(t *testing.T) {
 	checkReadOnlyRefusals(t, s)
 	require.NoError(t, s.Close())
 	require.Empty(t, changes)
+}
+
+// A record in the CommitLog that the owner has not dispatched yet (here a
+// FlushSync send whose sync is stalled) is readable by offset and ID in a
+// read-only Store, but not in its queue: the queues are the owner's.
+func TestReadOnlyUndispatchedTail(t *testing.T) {
+	mem := vfs.NewMem()
+	ffs := vfs.NewFaulty(mem)
+	o := Options{Flush: FlushSync, SegmentSize: 16 << 10, ConsumeQueueEntries: 64, IndexSlots: 64, IndexEntries: 128,
+		SyncFlushTimeout: time.Hour, FlowControlThreshold: -1}
+	w, err := openFS(ffs, "/tail", &o)
+	require.NoError(t, err)
+	defer w.Close()
+	ctx := context.Background()
+	_, err = w.Put(ctx, &Message{Topic: "t", Body: []byte("visible")}, 0)
+	require.NoError(t, err)
+	require.NoError(t, w.WaitVisible(ctx))
+	stuck, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	ffs.SetInjector(func(op vfs.Op, path string) error {
+		if op == vfs.OpMapSync && strings.Contains(path, "commitlog") {
+			once.Do(func() {
+				close(stuck)
+				<-release
+			})
+		}
+		return nil
+	})
+	putDone := make(chan error, 1)
+	go func() {
+		_, err := w.Put(ctx, &Message{Topic: "t", Body: []byte("not dispatched")}, 0)
+		putDone <- err
+	}()
+	<-stuck
+
+	ro := o
+	ro.ReadOnly, ro.SegmentSize = true, 0
+	s, err := openFS(mem, "/tail", &ro)
+	require.NoError(t, err)
+	st, err := s.Stats()
+	require.NoError(t, err)
+	require.Greater(t, st.CommitLog.WrotePosition, st.CommitLog.DispatchedPosition)
+	m, err := s.ReadAt(st.CommitLog.DispatchedPosition)
+	require.NoError(t, err)
+	require.Equal(t, "not dispatched", string(m.Body))
+	byID, err := s.MessageByID(m.MsgID)
+	require.NoError(t, err)
+	require.Equal(t, m.Body, byID.Body)
+	max, err := s.MaxOffset("t", 0)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, max, "only the dispatched message is in the queue")
+	n := 0
+	for range s.Messages("t", 0, 0) {
+		n++
+	}
+	require.Equal(t, 1, n)
+	require.NoError(t, s.Close())
+	close(release)
+	require.NoError(t, <-putDone)
 }

@@ -36,6 +36,14 @@ import (
 //     transactions counted from the queues.
 //
 // Messages stored after Open are not seen: reopen for a newer view.
+// ReadQueue at the end of a queue waits until its context ends or the
+// Store is closed, since nothing arrives. No StatsObserver is called.
+//
+// Caveat: a read-only Store opened while the owner is itself opening the
+// directory (repairing a crash: zeroing a torn tail, dropping index files)
+// may see the repair half done and fail with ErrCorrupt or ErrIO, at Open
+// or on a read; open it again once the owner runs. Files the owner's
+// retention removes stay readable through the mappings until Close.
 
 // openReadOnly is Open for Options.ReadOnly.
 func openReadOnly(fs vfs.FS, dir string, o Options, explicitSegment bool) (*Store, error) {

@@ -46,6 +46,9 @@ func openReadOnly(o Options) (*Index, error) {
 			f.release()
 			err = &CorruptError{Path: path, Reason: "indexfile: file begins before the previous file ends"}
 		}
+		if errors.Is(err, vfs.ErrNotExist) && len(files) == 0 {
+			continue // removed by the writer's retention since the listing
+		}
 		if errors.Is(err, ErrCorrupt) || errors.Is(err, vfs.ErrNotExist) {
 			x.log.Warn("indexfile: read-only: not using a damaged (or changing) index file nor the newer ones", "path", path, "err", err)
 			break

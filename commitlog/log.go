@@ -170,15 +170,15 @@ func Open(opts Options) (*Log, error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
+	if opts.ReadOnly {
+		return openReadOnly(opts)
+	}
 	l := &Log{
 		opts:       opts,
 		allocReq:   make(chan int64, 1),
 		allocReady: make(chan prepared, 1),
 		quit:       make(chan struct{}),
 		allocDone:  make(chan struct{}),
-	}
-	if opts.ReadOnly {
-		return openReadOnly(opts)
 	}
 	l.ret.done.L = &l.ret.Mutex
 	l.snap.Store(&snapshot{})

@@ -78,8 +78,8 @@ func (s *Store) NewPullConsumer(group string, opts ConsumerOptions) (*PullConsum
 // up front, as RocketMQ's broker does when a group registers, so members
 // subscribe to it from the start.
 func (s *Store) ensureRetryTopic(group string, opts ConsumerOptions) error {
-	if s.closed.Load() {
-		return errs.ErrClosed
+	if err := s.writable("new consumer"); err != nil {
+		return err
 	}
 	if err := topic.ValidateGroup(group); err != nil || opts.Model != Clustering {
 		return nil // the consumer package reports bad names
@@ -107,7 +107,8 @@ func (s *Store) SetRetryPolicy(group string, p RetryPolicy) error {
 
 func (s *Store) newConsumers() (*consumer.Manager, error) {
 	return consumer.NewManager(consumerStore{s}, consumer.ManagerOptions{FS: s.fs, Dir: s.path(configDir),
-		Clock: s.opts.Clock, Logger: s.opts.Logger, ParseFilter: parseFilter, PersistInterval: s.opts.OffsetPersistInterval})
+		Clock: s.opts.Clock, Logger: s.opts.Logger, ParseFilter: parseFilter, PersistInterval: s.opts.OffsetPersistInterval,
+		ReadOnly: s.readOnly})
 }
 
 func parseFilter(typ, expr string) (consumer.Filter, error) {

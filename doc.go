@@ -35,6 +35,12 @@
 // transaction, and commit, roll back, or leave it to a check-back that
 // survives restarts. All timing runs on Options.Clock.
 //
+// Options.ReadOnly opens an existing store beside the process that owns
+// it (or while none does), as the admin tool cmd/mqlite does: no lock, no
+// change to any file, no goroutine; a view as of Open in which the queues
+// are as far as the owner had dispatched them, and every write call fails
+// with ErrReadOnly (see readonly.go).
+//
 // # Data path
 //
 // A send validates the message (package message), takes the CommitLog's one
@@ -60,7 +66,7 @@
 // # Directory layout
 //
 //	dir/
-//	  lock          held (flock) while a Store has the directory
+//	  lock          held (flock) while a Store has the directory (a read-only one takes none)
 //	  abort         present while open; found at Open => the last run crashed
 //	  checkpoint    how far the CommitLog is durable and the indexes built (atomic replace)
 //	  commitlog/    segments named by 20-digit start offset
@@ -95,7 +101,12 @@
 //   - Retention removes whole sealed segments older than Options.Retention
 //     (or to meet the disk ratios and size cap); a reader in the middle of
 //     a removed segment finishes first, later reads get ErrNotFound, and
-//     consumers behind the new minimum continue from it.
+//     consumers behind the new minimum continue from it. Minimum offsets
+//     only move forward, across restarts and crashes too.
+//   - A read-only Store never changes a byte of the directory, and the
+//     process that owns it is not disturbed.
+//   - An open store holds one file descriptor (the lock); a failed Open
+//     leaves no goroutine, mapping or descriptor behind.
 //
 // # Where to look
 //

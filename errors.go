@@ -40,6 +40,10 @@ var (
 	ErrFlowControl = errs.ErrFlowControl
 	// ErrGroupNotFound: no such consumer group.
 	ErrGroupNotFound = errs.ErrGroupNotFound
+	// ErrReadOnly: a call that writes (a send, a producer or consumer, a
+	// topic change, retention, a check-back round) on a Store opened with
+	// Options.ReadOnly.
+	ErrReadOnly = errs.ErrReadOnly
 
 	ErrInvalidTopic    = message.ErrInvalidTopic
 	ErrEmptyBody       = message.ErrEmptyBody

@@ -30,6 +30,9 @@ func (s *Store) adoptFormat(explicitSegment bool) error {
 		return err
 	}
 	if !found {
+		if s.readOnly {
+			return nil // an old store, or one being created: the options stand
+		}
 		return cfgfile.Write(s.fs, dir, formatFile, formatMagic, formatVersion, storeFormat{SegmentSize: s.opts.SegmentSize})
 	}
 	if f.SegmentSize != s.opts.SegmentSize {

@@ -28,6 +28,9 @@ type guard struct {
 
 // admit is the send path's check.
 func (s *Store) admit() error {
+	if s.readOnly {
+		return fmt.Errorf("mqlite: send: %s is open read-only: %w", s.dir, errs.ErrReadOnly)
+	}
 	if s.guard.diskFull.Load() {
 		return fmt.Errorf("mqlite: volume use above %.0f%%: %w", 100*s.opts.DiskMaxUsedRatio, errs.ErrDiskFull)
 	}

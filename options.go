@@ -45,6 +45,20 @@ type Options struct {
 	// InMemory keeps everything in memory (no files; dir is only a name).
 	// Semantics are otherwise the same; for tests.
 	InMemory bool
+	// ReadOnly opens an existing store for reading only, beside the
+	// process that owns it (or while none does), as bbolt's and Pebble's
+	// read-only modes do, but without any lock: it takes no lock, creates,
+	// writes, truncates and repairs nothing, maps every file read-only, and
+	// runs no background goroutine. It is a view as of Open: the CommitLog
+	// up to its last valid record, and the queues and key index as far as
+	// the owner had built them (messages the owner had not dispatched yet
+	// are readable by ID but not in their queue). Every call that writes
+	// (sends, producers, consumers, topic changes, CleanExpired,
+	// CheckTransactions, SendBack, Redrive) fails with ErrReadOnly;
+	// queries, Stats, Verify, consumer groups and lag (as last persisted)
+	// work. The segment size is read from the store. A missing store is
+	// ErrNotFound.
+	ReadOnly bool
 
 	SegmentSize    int64 // CommitLog segment size; default 1 GiB (64 MiB in memory)
 	MaxMessageSize int   // body limit; default 4 MiB
@@ -133,6 +147,9 @@ func (o *Options) withDefaults() (Options, error) {
 		c = *o
 	}
 	var problems []error
+	if c.ReadOnly && c.InMemory {
+		problems = append(problems, errors.New("ReadOnly with InMemory: a new in-memory store has nothing to read"))
+	}
 	if c.Flush != FlushAsync && c.Flush != FlushSync {
 		problems = append(problems, fmt.Errorf("unknown Flush mode %d", int(c.Flush)))
 	}

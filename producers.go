@@ -34,6 +34,9 @@ type QueueSelector = producer.Selector
 // NewProducer returns a Producer on this store. The store closes it on
 // Close (waiting for its pending async sends); closing it earlier is fine.
 func (s *Store) NewProducer(opts ProducerOptions) (*Producer, error) {
+	if err := s.writable("new producer"); err != nil {
+		return nil, err
+	}
 	p, err := producer.New(producerStore{s}, opts)
 	if err != nil {
 		return nil, err

@@ -138,6 +138,9 @@ func (s *Store) WaitVisible(ctx context.Context) error {
 	if s.closed.Load() {
 		return errs.ErrClosed
 	}
+	if s.readOnly {
+		return nil // nothing is stored through it: what it shows is all there is
+	}
 	end := s.log.WrotePosition()
 	if err := s.awaitDurable(ctx, end); err != nil {
 		return err

@@ -53,8 +53,8 @@ func (s *Store) retentionLoop() {
 // of a removed segment finish first; consumers behind the new minimum
 // continue from it and count the skip.
 func (s *Store) CleanExpired() (RetentionReport, error) {
-	if s.closed.Load() {
-		return RetentionReport{}, errs.ErrClosed
+	if err := s.writable("clean expired"); err != nil {
+		return RetentionReport{}, err
 	}
 	return s.applyRetention(true)
 }

@@ -92,8 +92,8 @@ func (s *Store) retryDelay(group string, n int) time.Duration {
 // %DLQ%group instead, where DeadLetters lists it and Redrive sends it
 // back. Consumers call it for a ReconsumeLater; pull consumers too.
 func (s *Store) SendBack(ctx context.Context, group string, m *MessageExt) error {
-	if s.closed.Load() {
-		return errs.ErrClosed
+	if err := s.writable("send back"); err != nil {
+		return err
 	}
 	if err := topic.ValidateGroup(group); err != nil {
 		return err
@@ -242,6 +242,9 @@ func (s *Store) DeadLetters(group string, from int64, max int) ([]*MessageExt, e
 // again. The dead-letter
 // queue keeps its copy: re-driving twice sends it twice.
 func (s *Store) Redrive(ctx context.Context, group, id string) (PutResult, error) {
+	if err := s.writable("redrive"); err != nil {
+		return PutResult{}, err
+	}
 	if err := topic.ValidateGroup(group); err != nil {
 		return PutResult{}, err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/mqlite/mqlite/clock"
 	"github.com/mqlite/mqlite/internal/vfs"
+	"github.com/mqlite/mqlite/topic"
 )
 
 var t0 = time.Date(2026, 11, 29, 0, 0, 0, 0, time.UTC)
@@ -227,4 +229,45 @@ func TestDelayAcrossClockGoingBack(t *testing.T) {
 	back.Set(t0.Add(time.Hour + 10*time.Second))
 	m := readN(t, s, "d", 0, 1)[0]
 	require.Equal(t, t0.Add(time.Hour+10*time.Second), m.StoreTimestamp.UTC())
+}
+
+// Opening a store creates no directory for a queue without messages: the
+// delay levels' and the timer's queues appear with their first message,
+// and reading an empty queue creates nothing either.
+func TestOpenCreatesNoEmptyQueues(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "store")
+	o := &Options{SegmentSize: 64 << 10, ConsumeQueueEntries: 64}
+	queueDirs := func() []string {
+		dirs, err := filepath.Glob(filepath.Join(dir, "consumequeue", "*", "*"))
+		require.NoError(t, err)
+		for i, d := range dirs {
+			dirs[i], _ = filepath.Rel(filepath.Join(dir, "consumequeue"), d)
+		}
+		return dirs
+	}
+	s, err := Open(dir, o)
+	require.NoError(t, err)
+	require.NoError(t, s.CreateTopic("t", TopicConfig{Queues: 2}))
+	max, err := s.MaxOffset("t", 1)
+	require.NoError(t, err)
+	require.Zero(t, max)
+	require.Empty(t, queueDirs())
+	require.NoError(t, s.Close())
+	s, err = Open(dir, o)
+	require.NoError(t, err)
+	require.Empty(t, queueDirs(), "after a reopen too")
+
+	ctx := context.Background()
+	_, err = s.Put(ctx, &Message{Topic: "t", DelayLevel: 3, Body: []byte("level 3")}, 0)
+	require.NoError(t, err)
+	_, err = s.Put(ctx, &Message{Topic: "t", DeliverAt: time.Now().Add(time.Hour), Body: []byte("in an hour")}, 1)
+	require.NoError(t, err)
+	require.NoError(t, s.WaitVisible(ctx))
+	want := []string{filepath.Join(topic.Schedule, "2"), filepath.Join(topic.Timer, "0")}
+	require.ElementsMatch(t, want, queueDirs())
+	require.NoError(t, s.Close())
+	s, err = Open(dir, o)
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
+	require.ElementsMatch(t, want, queueDirs())
 }

@@ -73,12 +73,14 @@ type Store struct {
 	uniqSeq    atomic.Uint64
 	jobs       sync.Pool
 
-	recovery  RecoveryReport
-	closed    atomic.Bool
-	closeOnce sync.Once
-	closeErr  error
-	cpQuit    chan struct{}
-	cpDone    chan struct{}
+	readOnly    bool // Options.ReadOnly: see readonly.go
+	dispRunning bool // the dispatcher loop was started (for abortOpen)
+	recovery    RecoveryReport
+	closed      atomic.Bool
+	closeOnce   sync.Once
+	closeErr    error
+	cpQuit      chan struct{}
+	cpDone      chan struct{}
 }
 
 // RecoveryReport says what Open found and repaired.
@@ -93,7 +95,9 @@ type RecoveryReport struct {
 
 // Open opens (creating if needed) the store in dir. A nil opts means the
 // defaults. A second Open of the same directory, from this or another
-// process, fails with ErrLocked.
+// process, fails with ErrLocked. With Options.ReadOnly it opens an
+// existing store for reading only, beside the process that owns it or
+// while none does: no lock, no change to any file (see Options.ReadOnly).
 func Open(dir string, opts *Options) (*Store, error) {
 	var fs vfs.FS = vfs.OS
 	if opts != nil && opts.InMemory {
@@ -108,12 +112,15 @@ func openFS(fs vfs.FS, dir string, opts *Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
+	if o.ReadOnly {
+		return openReadOnly(fs, dir, o, opts != nil && opts.SegmentSize != 0)
+	}
 	s := &Store{opts: o, dir: filepath.Clean(dir), fs: fs, queues: map[queueKey]int64{},
 		uniqPrefix: rand.Uint32(), cpQuit: make(chan struct{}), cpDone: make(chan struct{})}
 	s.jobs.New = func() any { return &putJob{s: s} }
 	s.explicitSegment = opts != nil && opts.SegmentSize != 0
 	if err := s.open(); err != nil {
-		s.release()
+		s.abortOpen()
 		return nil, err
 	}
 	go s.checkpointLoop()
@@ -255,6 +262,11 @@ func (s *Store) openIndexes(cp checkpoint, cpOK bool) error {
 		return err
 	}
 	s.recovery.Redispatched = end - start
+	// Queue minimums are not stored: re-apply retention inside the first
+	// files, or a minimum would move back to entries whose records are gone.
+	if _, err := cq.DeleteBelowPhys(s.log.MinOffset()); err != nil {
+		return err
+	}
 	for _, id := range cq.Queues() {
 		q, err := cq.Queue(id.Topic, id.ID, false)
 		if err != nil {
@@ -263,6 +275,7 @@ func (s *Store) openIndexes(cp checkpoint, cpOK bool) error {
 		s.queues[queueKey{id.Topic, int32(id.ID)}] = q.MaxOffset()
 	}
 	s.lastStoreMs = s.disp.lastStoreMs
+	s.dispRunning = true
 	go s.disp.loop()
 	return nil
 }
@@ -318,6 +331,10 @@ func (s *Store) Close() error {
 		s.handles.Lock()
 		s.closed.Store(true) // under the lock: no handle is added after
 		s.handles.Unlock()
+		if s.readOnly {
+			s.closeErr = s.closeReadOnly()
+			return
+		}
 		cErr := s.consumers.Close()
 		hErr := s.closeHandles()
 		txErr := s.txn.Close()
@@ -355,6 +372,22 @@ func (s *Store) Close() error {
 		s.closeErr = errors.Join(errList...)
 	})
 	return s.closeErr
+}
+
+// abortOpen undoes a failed open: it stops the goroutines open started
+// (the dispatcher, the flusher), then releases the files.
+func (s *Store) abortOpen() {
+	if s.dispRunning {
+		close(s.disp.quit)
+		<-s.disp.done
+	}
+	if s.gc != nil {
+		s.gc.Close()
+	}
+	if s.periodic != nil {
+		s.periodic.Close()
+	}
+	s.release()
 }
 
 // release frees what open acquired, for Close and failed opens.

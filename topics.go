@@ -18,8 +18,8 @@ type TopicInfo = topic.Info
 // topic gives global order). It fails with ErrTopicExists if the topic is
 // there, and ErrInvalidTopic for an illegal name or a system topic's.
 func (s *Store) CreateTopic(name string, c TopicConfig) error {
-	if s.closed.Load() {
-		return errs.ErrClosed
+	if err := s.writable("create topic"); err != nil {
+		return err
 	}
 	return s.topics.Create(name, c)
 }
@@ -28,8 +28,8 @@ func (s *Store) CreateTopic(name string, c TopicConfig) error {
 // never shrink (ErrInvalidArgument): messages in dropped queues would be
 // stranded.
 func (s *Store) UpdateTopic(name string, c TopicConfig) error {
-	if s.closed.Load() {
-		return errs.ErrClosed
+	if err := s.writable("update topic"); err != nil {
+		return err
 	}
 	return s.topics.Update(name, c)
 }
@@ -38,8 +38,8 @@ func (s *Store) UpdateTopic(name string, c TopicConfig) error {
 // auto-create it afresh). Its stored messages stay readable until retention
 // removes them, and a re-created topic continues their queue offsets.
 func (s *Store) DeleteTopic(name string) error {
-	if s.closed.Load() {
-		return errs.ErrClosed
+	if err := s.writable("delete topic"); err != nil {
+		return err
 	}
 	return s.topics.Delete(name)
 }

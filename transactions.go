@@ -44,8 +44,8 @@ type TransactionOptions = txn.ProducerOptions
 // whose group's unresolved half messages checker answers (also those left
 // from before a restart). The store closes it on Close.
 func (s *Store) NewTransactionProducer(checker TransactionChecker, opts TransactionOptions) (*TransactionProducer, error) {
-	if s.closed.Load() {
-		return nil, errs.ErrClosed
+	if err := s.writable("new transaction producer"); err != nil {
+		return nil, err
 	}
 	p, err := txn.NewProducer(s.txn, checker, opts)
 	if err != nil {
@@ -62,6 +62,9 @@ func (s *Store) NewTransactionProducer(checker TransactionChecker, opts Transact
 // before the call (the service also runs one every
 // Options.TxCheckInterval).
 func (s *Store) CheckTransactions(ctx context.Context) error {
+	if err := s.writable("check transactions"); err != nil {
+		return err
+	}
 	if err := s.WaitVisible(ctx); err != nil {
 		return err
 	}
@@ -75,7 +78,7 @@ func (s *Store) PendingTransactions() int { return s.txn.Pending() }
 func (s *Store) newTxnService() (*txn.Service, error) {
 	return txn.NewService(txnStore{s}, txn.ServiceOptions{FS: s.fs, Dir: s.path(configDir), Clock: s.opts.Clock,
 		Logger: s.opts.Logger, CheckInterval: s.opts.TxCheckInterval, Timeout: s.opts.TxTimeout,
-		MaxChecks: s.opts.TxMaxChecks, ParkAfterMax: s.opts.TxParkAfterMax})
+		MaxChecks: s.opts.TxMaxChecks, ParkAfterMax: s.opts.TxParkAfterMax, ReadOnly: s.readOnly})
 }
 
 // txnStore is the Store the transaction service sees.

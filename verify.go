@@ -349,6 +349,9 @@ func (v *verifier) checkEntries(q *consumequeue.Queue, id consumequeue.QueueID, 
 // removed by retention: a queue with no message left would lose its next
 // offset and restart at 0 under its consumers' committed offsets.
 func RebuildIndexes(dir string, opts *Options) (RecoveryReport, error) {
+	if opts != nil && opts.ReadOnly {
+		return RecoveryReport{}, fmt.Errorf("mqlite: rebuild indexes of %s: it writes the store: %w", dir, errs.ErrReadOnly)
+	}
 	if opts != nil && opts.InMemory {
 		return RecoveryReport{}, fmt.Errorf("mqlite: rebuild indexes: an in-memory store has nothing to rebuild: %w", errs.ErrInvalidArgument)
 	}

@@ -82,6 +82,26 @@
 // Append takes, so a cleanup delays sends only through the CPU and kernel
 // work it costs (see BenchmarkAppendLatencyDuringDelete).
 //
+// # Read-only open
+//
+// With Options.ReadOnly the log is opened beside a process that may be
+// appending to it (or a stopped or crashed one), and nothing is changed:
+//
+//  1. List the segments as in step 1 of Recovery, removing nothing. Open
+//     each O_RDONLY and map it read-only, closing the descriptor. A short
+//     last segment is one the owner is allocating: it is left out. A
+//     missing first segment was just removed by the owner's retention: it
+//     is skipped.
+//  2. From the last segment that begins with a valid record, validate
+//     records as in step 2 of Recovery. The first position that is not a
+//     valid record ends the log: zeros, a record the owner is writing at
+//     this moment, or a torn tail (which is not repaired, nor told apart
+//     from damage; Verify reports damage).
+//
+// The log is then a view as of Open: records appended later are not
+// visible. Append, Flush and DeleteBefore fail with ErrReadOnly. Segments
+// the owner's retention removes stay readable through the mappings.
+//
 // # Caveats
 //
 // A Record's Payload aliases mapped memory: it is valid only inside the

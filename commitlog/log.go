@@ -43,6 +43,7 @@ var (
 	ErrIO              = errs.ErrIO
 	ErrMessageTooLarge = errs.ErrMessageTooLarge
 	ErrInvalidArgument = errs.ErrInvalidArgument
+	ErrReadOnly        = errs.ErrReadOnly
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -69,6 +70,13 @@ type Options struct {
 	// CleanShutdown says the previous owner closed the log cleanly; then a
 	// zeroed tail is taken as the end without searching past it.
 	CleanShutdown bool
+	// ReadOnly opens the log for reading only, beside a process that may
+	// be appending to it: segments are opened O_RDONLY and mapped
+	// read-only, nothing is created, truncated or removed, and the end is
+	// the last valid record as of Open. Append, Flush and DeleteBefore
+	// fail with ErrReadOnly. RecoverFrom, Trusted, CleanShutdown and
+	// NoWarm are ignored.
+	ReadOnly bool
 }
 
 // Appender encodes one record's payload in place, inside the append lock.
@@ -167,6 +175,9 @@ func (o *Options) validate() error {
 func Open(opts Options) (*Log, error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
+	}
+	if opts.ReadOnly {
+		return openReadOnly(opts)
 	}
 	l := &Log{
 		opts:       opts,
@@ -411,7 +422,10 @@ func (l *Log) Close() error {
 	}
 	l.mu.closed = true
 	l.mu.Unlock()
-	_, ferr := l.Flush()
+	var ferr error
+	if !l.opts.ReadOnly {
+		_, ferr = l.Flush()
+	}
 	close(l.quit)
 	<-l.allocDone
 	select {

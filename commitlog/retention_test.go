@@ -258,10 +258,14 @@ func TestReaderPinsRemovedSegment(t *testing.T) {
 				}
 				close(proceed)
 				require.NoError(t, <-readDone)
+				if closeToo {
+					// Close, waiting for the reader, may be the one that
+					// unmaps: wait for it too.
+					require.NoError(t, <-closeDone)
+				}
 				require.Zero(t, fs.mapped(segs[0].Path), "released when the reader returned")
 				require.Zero(t, fs.mapped(segs[1].Path))
 				if closeToo {
-					require.NoError(t, <-closeDone)
 					require.ErrorIs(t, l.Read(offs[len(offs)-1], func(Record) error { return nil }), ErrClosed)
 				} else {
 					require.Equal(t, 1, fs.mapped(segs[2].Path))

@@ -11,11 +11,13 @@ import (
 	"github.com/mqlite/mqlite/internal/vfs"
 )
 
-// segment is one mapped segment file.
+// segment is one mapped segment file. Its file descriptor is closed once
+// the file is mapped: the mapping outlives it, and nothing needs the file
+// again (it is preallocated, and synced through the mapping), so a store
+// of many segments needs no descriptor per segment.
 type segment struct {
 	start int64
 	path  string
-	file  vfs.File
 	m     vfs.Mapping
 	buf   []byte
 }
@@ -27,12 +29,6 @@ func (s *segment) release() error {
 	if s.m != nil {
 		err = s.m.Unmap()
 		s.m, s.buf = nil, nil
-	}
-	if s.file != nil {
-		if cerr := s.file.Close(); err == nil {
-			err = cerr
-		}
-		s.file = nil
 	}
 	return err
 }
@@ -58,14 +54,19 @@ func (l *Log) openSegment(start int64, create bool) (*segment, error) {
 	if err != nil {
 		return nil, diskErr("open", path, err)
 	}
-	s := &segment{start: start, path: path, file: f}
+	fail := func(op string, err error) (*segment, error) {
+		f.Close()
+		if create {
+			l.opts.FS.Remove(path)
+		}
+		return nil, diskErr(op, path, err)
+	}
 	size, err := f.Size()
 	if err != nil {
-		s.release()
-		return nil, diskErr("stat", path, err)
+		return fail("stat", err)
 	}
 	if size > l.opts.SegmentSize {
-		s.release()
+		f.Close()
 		return nil, errs.Corrupt(path, 0, "segment is %d bytes, longer than the segment size %d", size, l.opts.SegmentSize)
 	}
 	if size < l.opts.SegmentSize {
@@ -77,20 +78,18 @@ func (l *Log) openSegment(start int64, create bool) (*segment, error) {
 			err = f.Sync()
 		}
 		if err != nil {
-			s.release()
-			if create {
-				l.opts.FS.Remove(path)
-			}
-			return nil, diskErr("allocate", path, err)
+			return fail("allocate", err)
 		}
 	}
 	m, err := f.Map(int(l.opts.SegmentSize))
 	if err != nil {
-		s.release()
-		return nil, diskErr("map", path, err)
+		return fail("map", err)
 	}
-	s.m, s.buf = m, m.Bytes()
-	return s, nil
+	if err := f.Close(); err != nil {
+		m.Unmap()
+		return fail("close", err)
+	}
+	return &segment{start: start, path: path, m: m, buf: m.Bytes()}, nil
 }
 
 // prepared is a segment made ready by the allocator, or why it is not.

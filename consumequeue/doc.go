@@ -10,7 +10,9 @@
 // A Queue is addressed by logical offset: the n-th message of the queue has
 // logical offset n. Entries [MinOffset, MaxOffset) can be read; MaxOffset is
 // the next offset to be written. A Store opens every queue under a root
-// directory and creates queues on demand.
+// directory and creates queues on demand; a created queue makes its
+// directory and meta file only when its first entry is appended, so a
+// queue that is only read or waited on leaves nothing on disk.
 //
 // # Layout
 //
@@ -92,6 +94,30 @@
 // queues every second): unsynced entries must not span more than the last
 // three files when the power fails, i.e. flush at least once per two files'
 // worth of appends.
+//
+// # Read-only open
+//
+// With Options.ReadOnly, queues are opened beside the process that writes
+// them (or a stopped or crashed one) without changing anything:
+//
+//  1. No directory or meta file is created: a missing one is an empty
+//     queue (the writer creates both before any data file). A damaged meta
+//     file fails as in step 1 above; its entries per file are taken as
+//     they are (Options.EntriesPerFile does not apply).
+//  2. Data files are listed as in step 2; from the first gap, or the
+//     first file that is not exactly the file size (one the writer is
+//     creating), nothing is mapped. Each file is opened O_RDONLY and
+//     mapped read-only.
+//  3. Entries are accepted as in steps 3 and 4, and the first invalid one
+//     (one the writer is appending at that moment, or damage) ends the
+//     queue. Nothing is zeroed, extended, truncated or removed.
+//
+// TruncateAfterPhys then only hides the entries past the given CommitLog
+// end (MaxOffset moves back), and DeleteBelowPhys only moves MinOffset.
+// Store.CatchUp(limit) takes in what the writer added since: new queue
+// directories and data files, and new entries whose record ends at or
+// below limit. Append fails with ErrReadOnly; Flush does nothing. Files
+// the writer removes stay readable through the mappings.
 //
 // # Concurrency
 //

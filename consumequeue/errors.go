@@ -2,7 +2,7 @@ package consumequeue
 
 import "github.com/mqlite/mqlite/internal/errs"
 
-// The sentinel errors returned (wrapped) by this package. The first five are
+// The sentinel errors returned (wrapped) by this package. The first six are
 // the same values as mqlite's shared sentinels, so errors.Is matches whichever
 // name a caller uses.
 var (
@@ -19,6 +19,9 @@ var (
 	// ErrFenced: an earlier sync failed; the queue refuses writes until it
 	// is reopened.
 	ErrFenced = errs.ErrFenced
+	// ErrReadOnly: a write to a queue or Store opened with
+	// Options.ReadOnly.
+	ErrReadOnly = errs.ErrReadOnly
 
 	// ErrConflict: Append was given an entry that does not fit the queue: a
 	// re-dispatched entry that differs from the stored one, an offset past

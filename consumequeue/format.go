@@ -132,25 +132,30 @@ func encodeMeta(perFile int) []byte {
 	return b
 }
 
-// checkMeta validates a meta file against the options. A damaged file is a
+// checkMeta validates a meta file against the options and returns its
+// entries per file; perFile 0 accepts any valid count. A damaged file is a
 // *CorruptError; another version or entries-per-file is ErrIncompatible.
-func checkMeta(path string, b []byte, perFile int) error {
+func checkMeta(path string, b []byte, perFile int) (int, error) {
 	if len(b) < 8 || string(b[:4]) != metaMagic {
-		return fmt.Errorf("mqlite/consumequeue: %w", errCorrupt(path, 0, "bad meta magic or length %d", len(b)))
+		return 0, fmt.Errorf("mqlite/consumequeue: %w", errCorrupt(path, 0, "bad meta magic or length %d", len(b)))
 	}
 	if v := le.Uint32(b[4:8]); v != FormatVersion {
-		return fmt.Errorf("mqlite/consumequeue: %s: format version %d, want %d: %w", path, v, FormatVersion, ErrIncompatible)
+		return 0, fmt.Errorf("mqlite/consumequeue: %s: format version %d, want %d: %w", path, v, FormatVersion, ErrIncompatible)
 	}
 	if len(b) != metaSize {
-		return fmt.Errorf("mqlite/consumequeue: %w", errCorrupt(path, 0, "meta length %d, want %d", len(b), metaSize))
+		return 0, fmt.Errorf("mqlite/consumequeue: %w", errCorrupt(path, 0, "meta length %d, want %d", len(b), metaSize))
 	}
 	if got, want := le.Uint32(b[12:16]), crc32.Checksum(b[:12], castagnoli); got != want {
-		return fmt.Errorf("mqlite/consumequeue: %w", errCorrupt(path, 12, "meta CRC %08x, want %08x", got, want))
+		return 0, fmt.Errorf("mqlite/consumequeue: %w", errCorrupt(path, 12, "meta CRC %08x, want %08x", got, want))
 	}
-	if n := le.Uint32(b[8:12]); int64(n) != int64(perFile) {
-		return fmt.Errorf("mqlite/consumequeue: %s: written with %d entries per file, options say %d: %w", path, n, perFile, ErrIncompatible)
+	n := le.Uint32(b[8:12])
+	if n == 0 || n > MaxEntriesPerFile {
+		return 0, fmt.Errorf("mqlite/consumequeue: %w", errCorrupt(path, 8, "%d entries per file", n))
 	}
-	return nil
+	if perFile != 0 && int64(n) != int64(perFile) {
+		return 0, fmt.Errorf("mqlite/consumequeue: %s: written with %d entries per file, options say %d: %w", path, n, perFile, ErrIncompatible)
+	}
+	return int(n), nil
 }
 
 func errCorrupt(path string, off int64, format string, args ...any) error {

@@ -22,6 +22,12 @@ type Options struct {
 	EntriesPerFile int
 	// Logger receives recovery warnings; nil discards.
 	Logger *slog.Logger
+	// ReadOnly opens queues for reading only, beside the process that
+	// writes them (or a stopped one): files are opened O_RDONLY and mapped
+	// read-only, and nothing is created, repaired or removed. Each queue's
+	// meta file then gives its EntriesPerFile. See "Read-only open" in the
+	// package documentation.
+	ReadOnly bool
 }
 
 // String prints the options (after defaults, if they were applied).
@@ -30,7 +36,7 @@ func (o Options) String() string {
 	if o.FS != nil && o.FS != vfs.OS {
 		fs = fmt.Sprintf("%T", o.FS)
 	}
-	return fmt.Sprintf("consumequeue.Options{FS: %s, Dir: %q, EntriesPerFile: %d}", fs, o.Dir, o.EntriesPerFile)
+	return fmt.Sprintf("consumequeue.Options{FS: %s, Dir: %q, EntriesPerFile: %d, ReadOnly: %t}", fs, o.Dir, o.EntriesPerFile, o.ReadOnly)
 }
 
 // withDefaults returns a copy with defaults applied, or every problem found.

@@ -42,20 +42,30 @@ type Queue struct {
 	maint   sync.Mutex   // serialises Flush, TruncateAfterPhys, DeleteBelowPhys, Close
 	syncBuf []dirtyRange // guarded by maint
 
+	// readOnly is set at open (Options.ReadOnly): nothing is written, and
+	// the mappings are read-only (readonly.go).
+	readOnly bool
+
 	mu struct {
 		sync.Mutex
 		fenced   error       // first failed sync; writes refused after it
 		old      []*snapshot // superseded snapshots that may still have readers
 		retired  []*segment  // dropped from the snapshot, mapped until no pinned snapshot holds them
 		dirDirty bool        // files created or removed since the last SyncDir
+		// lazy: the directory and meta file do not exist yet; the first
+		// file created makes them (a queue that never gets an entry
+		// leaves nothing on disk). For a read-only queue: meta not yet
+		// checked.
+		lazy bool
 	}
 }
 
-// segment is one mapped data file.
+// segment is one mapped data file. Its descriptor is closed once it is
+// mapped (the mapping outlives it, and writes and syncs go through the
+// mapping), so open queues hold no file descriptors.
 type segment struct {
 	start int64 // logical offset of its first slot
 	path  string
-	f     vfs.File
 	m     vfs.Mapping
 	b     []byte // the mapping, len == fileSize
 
@@ -85,14 +95,10 @@ func Open(opts Options) (*Queue, error) {
 	if err != nil {
 		return nil, err
 	}
-	q := &Queue{
-		fs:       o.FS,
-		dir:      o.Dir,
-		perFile:  int64(o.EntriesPerFile),
-		fileSize: o.EntriesPerFile * EntrySize,
-		log:      o.Logger.With("queue", o.Dir),
+	q := newQueue(o)
+	if o.ReadOnly {
+		return openReadOnly(q)
 	}
-	q.snap.Store(&snapshot{})
 	if err := q.fs.MkdirAll(q.dir, 0o755); err != nil {
 		return nil, fmt.Errorf("mqlite/consumequeue: open %s: %w", q.dir, err)
 	}
@@ -104,6 +110,45 @@ func Open(opts Options) (*Queue, error) {
 		return nil, err
 	}
 	return q, nil
+}
+
+func newQueue(o Options) *Queue {
+	q := &Queue{
+		fs:       o.FS,
+		dir:      o.Dir,
+		perFile:  int64(o.EntriesPerFile),
+		fileSize: o.EntriesPerFile * EntrySize,
+		log:      o.Logger.With("queue", o.Dir),
+		readOnly: o.ReadOnly,
+	}
+	q.snap.Store(&snapshot{})
+	return q
+}
+
+// lazyQueue returns an empty queue whose directory does not exist yet:
+// nothing is created before its first entry.
+func lazyQueue(o Options) *Queue {
+	q := newQueue(o)
+	q.mu.lazy = true
+	return q
+}
+
+func (q *Queue) isLazy() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.mu.lazy
+}
+
+// materializeLocked creates the directory and meta file of a lazy queue.
+func (q *Queue) materializeLocked() error {
+	if err := q.fs.MkdirAll(q.dir, 0o755); err != nil {
+		return fmt.Errorf("mqlite/consumequeue: create %s: %w", q.dir, err)
+	}
+	if err := vfs.WriteFileAtomic(q.fs, q.dir, metaName, encodeMeta(int(q.perFile))); err != nil {
+		return fmt.Errorf("mqlite/consumequeue: write %s: %w", filepath.Join(q.dir, metaName), err)
+	}
+	q.mu.lazy = false
+	return nil
 }
 
 // Dir returns the queue's directory.
@@ -141,6 +186,9 @@ func (q *Queue) Append(logical int64, e Entry) error {
 	defer q.mu.Unlock()
 	if q.closed.Load() {
 		return fmt.Errorf("mqlite/consumequeue: append to %s: %w", q.dir, ErrClosed)
+	}
+	if q.readOnly {
+		return fmt.Errorf("mqlite/consumequeue: append to %s: %w", q.dir, ErrReadOnly)
 	}
 	if q.mu.fenced != nil {
 		return fmt.Errorf("mqlite/consumequeue: append to %s: %w (after: %v)", q.dir, ErrFenced, q.mu.fenced)
@@ -246,6 +294,11 @@ func (q *Queue) duplicateLocked(logical int64, e Entry) error {
 // createLocked creates, preallocates and maps the data file starting at
 // logical offset start, and publishes it in the snapshot.
 func (q *Queue) createLocked(start int64) (*segment, error) {
+	if q.mu.lazy {
+		if err := q.materializeLocked(); err != nil {
+			return nil, err
+		}
+	}
 	path := filepath.Join(q.dir, fileName(start*EntrySize))
 	f, err := q.fs.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
@@ -263,10 +316,15 @@ func (q *Queue) createLocked(start int64) (*segment, error) {
 	if err != nil {
 		return fail(err)
 	}
-	seg := &segment{start: start, path: path, f: f, m: m, b: m.Bytes()}
+	seg := &segment{start: start, path: path, m: m, b: m.Bytes()}
 	if len(seg.b) != q.fileSize {
 		m.Unmap()
 		return fail(fmt.Errorf("mapping has %d bytes, want %d", len(seg.b), q.fileSize))
+	}
+	if err := f.Close(); err != nil {
+		m.Unmap()
+		q.fs.Remove(path)
+		return nil, fmt.Errorf("mqlite/consumequeue: create %s: %w", path, err)
 	}
 	old := q.snap.Load().segs
 	segs := make([]*segment, len(old), len(old)+1)
@@ -352,10 +410,6 @@ func (s *segment) release() error {
 		err = s.m.Unmap()
 		s.m, s.b = nil, nil
 	}
-	if s.f != nil {
-		err = errors.Join(err, s.f.Close())
-		s.f = nil
-	}
 	return err
 }
 
@@ -367,6 +421,9 @@ func (q *Queue) Flush() error {
 	defer q.maint.Unlock()
 	if q.closed.Load() {
 		return fmt.Errorf("mqlite/consumequeue: flush %s: %w", q.dir, ErrClosed)
+	}
+	if q.readOnly {
+		return nil // nothing was written
 	}
 	return q.flushMaint()
 }
@@ -434,7 +491,7 @@ func (q *Queue) Close() error {
 	fenced := q.mu.fenced
 	q.mu.Unlock()
 	var err error
-	if fenced == nil {
+	if fenced == nil && !q.readOnly {
 		err = q.flushMaint()
 	}
 	// Wait for readers: new ones see closed and leave without touching

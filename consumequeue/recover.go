@@ -26,32 +26,48 @@ type dataFile struct {
 
 // loadMeta checks the meta file, or writes it for a new queue.
 func (q *Queue) loadMeta(perFile int) error {
+	found, _, err := q.checkMeta(perFile)
+	if err != nil || found {
+		return err
+	}
+	if err := vfs.WriteFileAtomic(q.fs, q.dir, metaName, encodeMeta(perFile)); err != nil {
+		return fmt.Errorf("mqlite/consumequeue: write %s: %w", filepath.Join(q.dir, metaName), err)
+	}
+	return nil
+}
+
+// checkMeta checks the meta file (perFile 0: any entries per file, which
+// it returns). found is false (with no error) when there is none and no
+// data file either: a new queue (or, read-only, one whose directory is
+// missing).
+func (q *Queue) checkMeta(perFile int) (found bool, filePerFile int, err error) {
 	path := filepath.Join(q.dir, metaName)
 	size, _, err := q.fs.Stat(path)
 	if errors.Is(err, vfs.ErrNotExist) {
 		files, err := q.listFiles()
+		if errors.Is(err, vfs.ErrNotExist) {
+			return false, 0, nil // no directory
+		}
 		if err != nil {
-			return err
+			return false, 0, err
 		}
 		if len(files) > 0 {
-			return fmt.Errorf("mqlite/consumequeue: %w", errCorrupt(path, 0, "meta file missing next to %d data files", len(files)))
+			return false, 0, fmt.Errorf("mqlite/consumequeue: %w", errCorrupt(path, 0, "meta file missing next to %d data files", len(files)))
 		}
-		if err := vfs.WriteFileAtomic(q.fs, q.dir, metaName, encodeMeta(perFile)); err != nil {
-			return fmt.Errorf("mqlite/consumequeue: write %s: %w", path, err)
-		}
-		return nil
+		return false, 0, nil
 	}
 	if err != nil {
-		return fmt.Errorf("mqlite/consumequeue: stat %s: %w", path, err)
+		return false, 0, fmt.Errorf("mqlite/consumequeue: stat %s: %w", path, err)
 	}
 	if size > 4096 {
-		return fmt.Errorf("mqlite/consumequeue: %w", errCorrupt(path, 0, "meta file of %d bytes", size))
+		return false, 0, fmt.Errorf("mqlite/consumequeue: %w", errCorrupt(path, 0, "meta file of %d bytes", size))
 	}
 	b, err := vfs.ReadFile(q.fs, path)
 	if err != nil {
-		return fmt.Errorf("mqlite/consumequeue: read %s: %w", path, err)
+		return false, 0, fmt.Errorf("mqlite/consumequeue: read %s: %w", path, err)
 	}
-	return checkMeta(path, b, perFile)
+	n, err := checkMeta(path, b, perFile)
+	return true, n, err
 }
 
 // listFiles returns the data files in ascending order. Unknown names are
@@ -232,7 +248,11 @@ func (q *Queue) openSegment(df dataFile) (*segment, error) {
 		m.Unmap()
 		return fail(fmt.Errorf("mapping has %d bytes, want %d", len(b), q.fileSize))
 	}
-	return &segment{start: df.start, path: df.path, f: f, m: m, b: m.Bytes()}, nil
+	if err := f.Close(); err != nil {
+		m.Unmap()
+		return nil, fmt.Errorf("mqlite/consumequeue: open %s: %w", df.path, err)
+	}
+	return &segment{start: df.start, path: df.path, m: m, b: m.Bytes()}, nil
 }
 
 // scan returns the number of valid entries at the start of s. An entry is

@@ -16,6 +16,9 @@ import (
 //
 // It is meant to run before consumers start. Concurrent readers are safe:
 // they wait while published bytes are rewritten.
+//
+// On a read-only queue it only hides those entries: MaxOffset moves back,
+// no byte or file changes.
 func (q *Queue) TruncateAfterPhys(end int64) error {
 	q.maint.Lock()
 	defer q.maint.Unlock()
@@ -26,6 +29,9 @@ func (q *Queue) TruncateAfterPhys(end int64) error {
 	}
 	if end < 0 {
 		return fmt.Errorf("mqlite/consumequeue: truncate %s after %d: %w", q.dir, end, ErrInvalidArgument)
+	}
+	if q.readOnly {
+		return q.hideAfterPhys(end)
 	}
 	segs := q.snap.Load().segs
 	oldMax := q.max.Load()
@@ -96,6 +102,7 @@ func (q *Queue) TruncateAfterPhys(end int64) error {
 //
 // MinOffset is not persisted: Open derives it from the first file, so call
 // DeleteBelowPhys again after Open to re-apply retention inside that file.
+// On a read-only queue it only moves MinOffset and removes nothing.
 //
 // Removed files stay mapped until every reader that may hold them is done
 // (checked here, on each new file, by Flush and by Close), so readers never
@@ -137,7 +144,7 @@ func (q *Queue) DeleteBelowPhys(minPhys int64) (int, error) {
 	if lo > cur {
 		q.min.Store(lo)
 	}
-	if del == 0 {
+	if del == 0 || q.readOnly {
 		return 0, nil
 	}
 	var err error

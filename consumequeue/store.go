@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+
+	"github.com/mqlite/mqlite/internal/vfs"
 )
 
 // MaxTopicLen is the longest topic name a Store accepts.
@@ -46,12 +48,37 @@ func OpenStore(opts Options) (*Store, error) {
 	}
 	s := &Store{opts: o}
 	s.mu.queues = map[QueueID]*Queue{}
-	if err := o.FS.MkdirAll(o.Dir, 0o755); err != nil {
-		return nil, fmt.Errorf("mqlite/consumequeue: open store %s: %w", o.Dir, err)
+	if !o.ReadOnly {
+		if err := o.FS.MkdirAll(o.Dir, 0o755); err != nil {
+			return nil, fmt.Errorf("mqlite/consumequeue: open store %s: %w", o.Dir, err)
+		}
 	}
-	topics, err := o.FS.ReadDir(o.Dir)
+	err = s.eachDir(func(topic string, id int) error {
+		q, err := s.openQueue(topic, id, false)
+		if err != nil {
+			return err
+		}
+		s.mu.queues[QueueID{topic, id}] = q
+		return nil
+	})
 	if err != nil {
-		return nil, fmt.Errorf("mqlite/consumequeue: open store %s: %w", o.Dir, err)
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// eachDir calls fn for every {topic}/{queueId} directory under the root,
+// logging and skipping other entries. A read-only Store takes a missing
+// root for an empty one.
+func (s *Store) eachDir(fn func(topic string, id int) error) error {
+	o := s.opts
+	topics, err := o.FS.ReadDir(o.Dir)
+	if o.ReadOnly && errors.Is(err, vfs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("mqlite/consumequeue: open store %s: %w", o.Dir, err)
 	}
 	for _, topic := range topics {
 		tdir := filepath.Join(o.Dir, topic)
@@ -61,8 +88,7 @@ func OpenStore(opts Options) (*Store, error) {
 		}
 		ids, err := o.FS.ReadDir(tdir)
 		if err != nil {
-			s.Close()
-			return nil, fmt.Errorf("mqlite/consumequeue: open store: list %s: %w", tdir, err)
+			return fmt.Errorf("mqlite/consumequeue: open store: list %s: %w", tdir, err)
 		}
 		for _, name := range ids {
 			qdir := filepath.Join(tdir, name)
@@ -71,26 +97,38 @@ func OpenStore(opts Options) (*Store, error) {
 				o.Logger.Warn("consumequeue: ignoring entry in topic directory", "path", qdir)
 				continue
 			}
-			q, err := s.openQueue(topic, id)
-			if err != nil {
-				s.Close()
-				return nil, err
+			if err := fn(topic, id); err != nil {
+				return err
 			}
-			s.mu.queues[QueueID{topic, id}] = q
 		}
 	}
-	return s, nil
+	return nil
 }
 
-func (s *Store) openQueue(topic string, id int) (*Queue, error) {
+// openQueue opens the queue (topic, id). With create, a queue whose
+// directory does not exist is returned lazy: empty, and with nothing on
+// disk until its first entry (a read-only one stays empty until CatchUp
+// finds its directory).
+func (s *Store) openQueue(topic string, id int, create bool) (*Queue, error) {
 	o := s.opts
 	o.Dir = filepath.Join(s.opts.Dir, topic, strconv.Itoa(id))
+	if create {
+		if o.ReadOnly {
+			return lazyQueue(o), nil
+		}
+		if _, _, err := o.FS.Stat(o.Dir); errors.Is(err, vfs.ErrNotExist) {
+			return lazyQueue(o), nil
+		}
+	}
 	return Open(o)
 }
 
 // Queue returns the queue (topic, id). If it does not exist, it is created
-// when create is set, else the error matches ErrNotFound. A bad topic name
-// or id is ErrInvalidArgument. The Store owns the Queue: do not Close it.
+// when create is set, else the error matches ErrNotFound. A created queue
+// makes its directory only with its first entry: a queue that is only
+// read, or waited on, leaves nothing on disk (and a read-only Store's
+// stays empty). A bad topic name or id is ErrInvalidArgument. The Store
+// owns the Queue: do not Close it.
 func (s *Store) Queue(topic string, id int, create bool) (*Queue, error) {
 	key := QueueID{topic, id}
 	s.mu.RLock()
@@ -120,7 +158,7 @@ func (s *Store) Queue(topic string, id int, create bool) (*Queue, error) {
 	if q, ok := s.mu.queues[key]; ok {
 		return q, nil
 	}
-	q, err := s.openQueue(topic, id)
+	q, err := s.openQueue(topic, id, true)
 	if err != nil {
 		return nil, err
 	}
@@ -128,12 +166,15 @@ func (s *Store) Queue(topic string, id int, create bool) (*Queue, error) {
 	return q, nil
 }
 
-// Queues lists the open queues, sorted by topic and id.
+// Queues lists the open queues that exist on disk (not the ones created
+// by Queue that got no entry yet), sorted by topic and id.
 func (s *Store) Queues() []QueueID {
 	s.mu.RLock()
 	ids := make([]QueueID, 0, len(s.mu.queues))
-	for id := range s.mu.queues {
-		ids = append(ids, id)
+	for id, q := range s.mu.queues {
+		if !q.isLazy() {
+			ids = append(ids, id)
+		}
 	}
 	s.mu.RUnlock()
 	slices.SortFunc(ids, func(a, b QueueID) int {

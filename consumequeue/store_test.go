@@ -70,7 +70,8 @@ func TestStore(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer s.Close()
-		equal(t, "Queues after reopen", len(s.Queues()), 5)
+		// The queue of the 255-character topic got no entry: it left nothing.
+		equal(t, "Queues after reopen", len(s.Queues()), 4)
 		for k, id := range ids {
 			q, err := s.Queue(id.Topic, id.ID, false)
 			if err != nil {
@@ -103,11 +104,12 @@ func TestStoreRefusesBadQueue(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Queue("T", 0, true); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.Queue("T", 1, true); err != nil {
-		t.Fatal(err)
+	for id := range 2 {
+		q, err := s.Queue("T", id, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		appendRange(t, q, 0, 1)
 	}
 	s.Close()
 	o.EntriesPerFile = 32

@@ -19,6 +19,9 @@ var (
 	ErrTopicNotFound = errs.ErrTopicNotFound
 	// ErrGroupNotFound: Lag, Offsets or Group named a group never seen.
 	ErrGroupNotFound = errs.ErrGroupNotFound
+	// ErrReadOnly: a consumer or an offset write on a Manager opened with
+	// ManagerOptions.ReadOnly.
+	ErrReadOnly = errs.ErrReadOnly
 )
 
 // CorruptError locates damaged data (file and byte offset). It matches

@@ -48,7 +48,9 @@ type Manager struct {
 // NewManager loads the group configs and committed offsets from o.Dir
 // (created if missing) and starts the goroutine that persists offsets every
 // PersistInterval and rebalances every group every RebalanceInterval. A
-// damaged config file fails with an ErrCorrupt naming it.
+// damaged config file fails with an ErrCorrupt naming it. With
+// o.ReadOnly it only loads them (a missing directory is no group): no
+// goroutine, no write, and new consumers are refused with ErrReadOnly.
 func NewManager(st Store, o ManagerOptions) (*Manager, error) {
 	o, err := o.withDefaults()
 	if st == nil {
@@ -60,6 +62,13 @@ func NewManager(st Store, o ManagerOptions) (*Manager, error) {
 	mg := &Manager{st: st, o: o, clk: o.Clock, log: o.Logger, offsets: newOffsetTable(),
 		quit: make(chan struct{}), done: make(chan struct{})}
 	mg.mu.groups = map[string]*group{}
+	if o.ReadOnly {
+		if err := mg.load(); err != nil {
+			return nil, err
+		}
+		close(mg.done) // no loop: nothing to persist or rebalance
+		return mg, nil
+	}
 	if err := o.FS.MkdirAll(o.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("mqlite/consumer: config dir %s: %w", o.Dir, err)
 	}
@@ -214,6 +223,9 @@ func (mg *Manager) PersistOffsets() error {
 	if mg.isClosed() {
 		return ErrClosed
 	}
+	if mg.o.ReadOnly {
+		return fmt.Errorf("mqlite/consumer: persist offsets: %w", ErrReadOnly)
+	}
 	return mg.persistOffsets()
 }
 
@@ -243,7 +255,9 @@ func (mg *Manager) Close() error {
 	}
 	close(mg.quit)
 	<-mg.done
-	errList = append(errList, mg.persistOffsets(), mg.saveGroups())
+	if !mg.o.ReadOnly {
+		errList = append(errList, mg.persistOffsets(), mg.saveGroups())
+	}
 	return errors.Join(errList...)
 }
 

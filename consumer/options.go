@@ -287,6 +287,10 @@ type ManagerOptions struct {
 	// by a member that still owns the queue never expires: members are in
 	// the same process, and leave the group when they close.
 	LockExpiry time.Duration
+	// ReadOnly loads the groups and offsets for reading only (Groups,
+	// Offsets, Lag), for a store opened read-only: nothing is written and
+	// no consumer can be created (ErrReadOnly).
+	ReadOnly bool
 	// ParseFilter rebuilds a persisted subscription's filter from its type
 	// and text (the root wires filter.Tag / filter.SQL). It is used when a
 	// consumer starts without subscriptions of its own and its group has

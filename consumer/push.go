@@ -57,6 +57,9 @@ func (mg *Manager) NewPushConsumer(group string, o Options) (*PushConsumer, erro
 }
 
 func (mg *Manager) newConsumer(group string, o Options, kind memberKind) (*member, error) {
+	if mg.o.ReadOnly {
+		return nil, fmt.Errorf("mqlite/consumer: new consumer of group %q: %w", group, ErrReadOnly)
+	}
 	if err := validName(group); err != nil {
 		return nil, fmt.Errorf("mqlite/consumer: group name %q: %v: %w", group, err, ErrInvalidArgument)
 	}

@@ -143,6 +143,23 @@
 // than rewinding it in place under concurrent readers); the caller
 // re-dispatches from the new EndPhyOffset.
 //
+// # Read-only open
+//
+// With Options.ReadOnly the index is opened beside the process that writes
+// it (or a stopped or crashed one) and nothing is changed: a missing
+// directory is an empty index; files are opened O_RDONLY and mapped
+// read-only; a file failing step 2 (or one being created) ends the list,
+// and neither it nor newer files are used or deleted; a dirty file is used
+// as it is, not rolled back. The newest file may be growing under the
+// writer's Put: its header is re-read while its checksum fails (the writer
+// rewrites it after every entry), its time range is taken as open-ended,
+// and its chains are followed up to its capacity rather than the count in
+// the header, each entry being trusted only if its CRC, bucket and
+// previous number check out. So a query sees what was indexed at Open and
+// maybe some later entries (the caller filters results by what it can
+// read), and files created after Open are not seen. Put, Flush,
+// TruncateAfterPhys and DeleteBelowPhys fail with ErrReadOnly.
+//
 // # Caveats
 //
 // Hash collisions are possible (32-bit hashes; different keys in a bucket):

@@ -19,6 +19,9 @@ var (
 	// ErrFenced is returned by Put and Flush after a sync failed: the
 	// durable state is unknown, so writes stop until the Index is reopened.
 	ErrFenced = errs.ErrFenced
+	// ErrReadOnly is returned by Put, Flush, TruncateAfterPhys and
+	// DeleteBelowPhys of an Index opened with Options.ReadOnly.
+	ErrReadOnly = errs.ErrReadOnly
 	// ErrVersion is returned by Open for an index file whose magic is right
 	// but whose format version is not FormatVersion (written by a newer, or
 	// an unknown, mqlite). Open refuses such a directory instead of deleting

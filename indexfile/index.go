@@ -42,6 +42,9 @@ func Open(opts Options) (*Index, error) {
 	if err != nil {
 		return nil, err
 	}
+	if o.ReadOnly {
+		return openReadOnly(o)
+	}
 	x := &Index{opts: o, log: o.Logger}
 	if err := o.FS.MkdirAll(o.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("mqlite/indexfile: create %s: %w", o.Dir, err)
@@ -175,6 +178,9 @@ func (x *Index) PutHashed(hs []Hashed) error {
 	if x.closed.Load() {
 		return fmt.Errorf("mqlite/indexfile: put: %w", ErrClosed)
 	}
+	if x.opts.ReadOnly {
+		return x.refuse("put")
+	}
 	if x.mu.fenced != nil {
 		return x.mu.fenced
 	}
@@ -300,6 +306,9 @@ func (x *Index) TruncateAfterPhys(end int64) error {
 	if x.closed.Load() {
 		return fmt.Errorf("mqlite/indexfile: truncate: %w", ErrClosed)
 	}
+	if x.opts.ReadOnly {
+		return x.refuse("truncate")
+	}
 	files := x.snapshot()
 	k := len(files)
 	for k > 0 && files[k-1].endPhys.Load() >= end {
@@ -326,6 +335,9 @@ func (x *Index) DeleteBelowPhys(minPhys int64) (int, error) {
 	defer x.mu.Unlock()
 	if x.closed.Load() {
 		return 0, fmt.Errorf("mqlite/indexfile: delete: %w", ErrClosed)
+	}
+	if x.opts.ReadOnly {
+		return 0, x.refuse("delete")
 	}
 	files := x.snapshot()
 	n := 0
@@ -379,6 +391,10 @@ func (x *Index) Flush() error {
 	if x.closed.Load() {
 		x.mu.Unlock()
 		return fmt.Errorf("mqlite/indexfile: flush: %w", ErrClosed)
+	}
+	if x.opts.ReadOnly {
+		x.mu.Unlock()
+		return x.refuse("flush")
 	}
 	if err := x.mu.fenced; err != nil {
 		x.mu.Unlock()
@@ -454,7 +470,7 @@ func (x *Index) Close() error {
 		return nil
 	}
 	var err error
-	if x.mu.fenced == nil {
+	if x.mu.fenced == nil && !x.opts.ReadOnly {
 		err = x.flushLocked()
 	}
 	x.closed.Store(true)

@@ -25,6 +25,10 @@ type Options struct {
 	Entries int
 	// Logger receives recovery reports; nil discards.
 	Logger *slog.Logger
+	// ReadOnly opens the index for queries only, beside the process that
+	// writes it (or a stopped one): nothing is created, repaired or
+	// deleted; see "Read-only open" in the package documentation.
+	ReadOnly bool
 }
 
 // String prints the options (the FS by type).

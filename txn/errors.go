@@ -20,6 +20,9 @@ var (
 	// ErrFlushTimeout: a record is stored but its flush did not complete
 	// in time.
 	ErrFlushTimeout = errs.ErrFlushTimeout
+	// ErrReadOnly: CheckNow (or a producer) on a service of a store opened
+	// read-only.
+	ErrReadOnly = errs.ErrReadOnly
 	// ErrLocalTx: the local transaction panicked or returned a value that
 	// is not a TxState. The half message is kept and its outcome left to
 	// the check-back, exactly as if it had returned Unknown.

@@ -45,6 +45,9 @@ func NewProducer(svc *Service, checker Checker, opts ProducerOptions) (*Producer
 	if svc == nil {
 		return nil, fmt.Errorf("mqlite/txn: nil service: %w", ErrInvalidArgument)
 	}
+	if svc.opts.ReadOnly {
+		return nil, fmt.Errorf("mqlite/txn: new producer: %w", ErrReadOnly)
+	}
 	if opts.Group == "" {
 		opts.Group = DefaultGroup
 	}

@@ -42,6 +42,10 @@ type ServiceOptions struct {
 	// ParkAfterMax moves a discarded message to topic.CheckMax (queue 0)
 	// before discarding it, as RocketMQ does, so an operator can inspect it.
 	ParkAfterMax bool
+	// ReadOnly is for a store opened read-only: Start only replays the
+	// queues to count the pending half messages (Pending), no check round
+	// ever runs (CheckNow fails with ErrReadOnly), and Close saves nothing.
+	ReadOnly bool
 }
 
 // withDefaults fills in defaults and reports every problem at once.
@@ -198,6 +202,10 @@ func (s *Service) Start() error {
 		return nil
 	}
 	s.mu.started = true
+	if s.opts.ReadOnly {
+		close(s.done) // no loop
+		return nil
+	}
 	// The ticker exists before Start returns, so a fake clock advanced
 	// right after Start fires it.
 	go s.loop(s.opts.Clock.NewTicker(s.opts.CheckInterval))
@@ -228,6 +236,9 @@ func (s *Service) loop(t clock.Ticker) {
 func (s *Service) CheckNow(ctx context.Context) error {
 	if s.isClosed() {
 		return fmt.Errorf("mqlite/txn: check: %w", ErrClosed)
+	}
+	if s.opts.ReadOnly {
+		return fmt.Errorf("mqlite/txn: check: %w", ErrReadOnly)
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -304,6 +315,9 @@ func (s *Service) Close() error {
 	s.cancel()
 	if started {
 		<-s.done
+	}
+	if s.opts.ReadOnly {
+		return nil
 	}
 	s.round.Lock()
 	defer s.round.Unlock()

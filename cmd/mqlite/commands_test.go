@@ -25,8 +25,14 @@ func (f *fixture) runJSON(t *testing.T, v any, want int, args ...string) {
 	require.False(t, dec.More(), "one document: %s", out)
 }
 
-func TestJSON(t *testing.T) {
-	f := newFixture(t)
+func TestJSON(t *testing.T) { testJSON(t, newFixture(t)) }
+
+// Read-only, the JSON documents are the same.
+func TestJSONReadOnly(t *testing.T) {
+	readOnlyModes(t, func(t *testing.T, f *fixture, _ string) { testJSON(t, f) })
+}
+
+func testJSON(t *testing.T, f *fixture) {
 
 	var topics []topicRow
 	f.runJSON(t, &topics, 0, "topics")
@@ -191,17 +197,30 @@ func TestHelp(t *testing.T) {
 	}
 }
 
+// While another Store holds the directory, the commands that read open it
+// read-only (and say so on stderr); rebuild-index refuses.
 func TestLockedStore(t *testing.T) {
 	f := newFixture(t)
 	s, err := mqlite.Open(f.dir, &f.opts)
 	require.NoError(t, err)
 	defer s.Close()
-	for _, cmd := range []string{"topics", "verify", "rebuild-index"} {
+	for _, cmd := range []string{"topics", "verify"} {
 		_, errOut, code := f.run(t, cmd)
-		require.Equal(t, 2, code, cmd)
-		require.Contains(t, errOut, "is in use by another process", cmd)
-		require.Contains(t, errOut, "mqlite "+cmd+": the store in "+f.dir, cmd)
+		require.Equal(t, 0, code, cmd)
+		require.Contains(t, errOut, "mqlite "+cmd+": "+f.dir+" is in use by another process; reading it read-only", cmd)
 	}
+	_, errOut, code := f.run(t, "rebuild-index")
+	require.Equal(t, 2, code)
+	require.Contains(t, errOut, "mqlite rebuild-index: the store in "+f.dir+" is in use by another process")
+	require.Contains(t, errOut, "rebuild-index writes the store: stop that process and retry")
+}
+
+// -readonly refuses rebuild-index before touching anything.
+func TestRebuildRefusesReadOnly(t *testing.T) {
+	f := newFixture(t)
+	_, errOut, code := f.run(t, "-readonly", "rebuild-index")
+	require.Equal(t, 2, code)
+	require.Equal(t, "mqlite rebuild-index: rebuild-index writes the store, so it cannot run with -readonly\n", errOut)
 }
 
 func TestRebuildIndex(t *testing.T) {

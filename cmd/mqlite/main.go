@@ -3,7 +3,7 @@
 //
 // Usage:
 //
-//	mqlite -dir DIR [-json] <command> [flags] [args]
+//	mqlite -dir DIR [-json] [-readonly] <command> [flags] [args]
 //
 // Commands:
 //
@@ -25,13 +25,18 @@
 // Exit status: 0 success; 1 damage found, or nothing found (get, query, an
 // unknown topic); 2 bad usage, or the store cannot be opened.
 //
-// The tool opens the store as a library user does (mqlite.Open), so it
-// takes the directory lock: it cannot run beside the process that owns
-// the store (it says so, with exit status 2), and while it runs that
-// process cannot open the store. A read-only mode that can run beside the
-// owner is planned. The segment size and ConsumeQueue file size are read
-// from the existing files, so a store created with non-default sizes opens
-// as it was written; -segment-size overrides the former.
+// The tool opens the store as a library user does (mqlite.Open), taking
+// the directory lock, so a store whose last owner crashed is recovered
+// first. When another process holds the store, it says so on stderr and
+// opens it read-only instead (mqlite.Options.ReadOnly): no lock, no change
+// to any file, a view as of that moment in which the messages the owner
+// has not indexed yet are readable by ID but not listed in their queue.
+// -readonly asks for that mode even when the store is free (nothing is
+// recovered or written). rebuild-index writes the store: it needs the
+// owner stopped and refuses -readonly (exit status 2). The segment size
+// and ConsumeQueue file size are read from the existing files, so a store
+// created with non-default sizes opens as it was written; -segment-size
+// overrides the former.
 package main
 
 import (
@@ -88,6 +93,7 @@ type env struct {
 	stdout, stderr io.Writer
 	dir            string
 	json           bool
+	readOnly       bool
 	segmentSize    int64
 	cmd            string
 }
@@ -150,6 +156,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 func (e *env) globalFlags(fs *flag.FlagSet) {
 	fs.StringVar(&e.dir, "dir", e.dir, "store `directory` (required)")
 	fs.BoolVar(&e.json, "json", e.json, "print one JSON document instead of tables")
+	fs.BoolVar(&e.readOnly, "readonly", e.readOnly, "open the store read-only (no lock, no change; automatic when another process holds it)")
 	fs.Int64Var(&e.segmentSize, "segment-size", e.segmentSize, "CommitLog segment size in `bytes` (default: read from the segment files)")
 }
 
@@ -164,7 +171,9 @@ func (e *env) usage(w io.Writer) {
 	(&env{}).globalFlags(fs)
 	fs.PrintDefaults()
 	fmt.Fprintf(w, "\n\"mqlite <command> -h\" describes a command. Exit status: 0 ok, 1 damage or not found, 2 usage or cannot open.\n"+
-		"The store is opened with its directory lock: stop the process that owns it first (a read-only mode is planned).\n")
+		"The store is opened with its directory lock (recovering it if its last owner crashed); when another process\n"+
+		"holds it, or with -readonly, it is opened read-only instead: a view as of that moment, changing nothing.\n"+
+		"rebuild-index writes, so it needs the store stopped and refuses -readonly.\n")
 }
 
 // helpOrUsage maps a flag parse error: -h is a success, the rest (already

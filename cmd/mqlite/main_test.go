@@ -3,8 +3,10 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"flag"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -35,6 +37,7 @@ type fixture struct {
 	ids  []string           // IDs of the orders messages, in send order
 	puts []mqlite.PutResult // the orders messages, in send order
 	bin  *mqlite.MessageExt // the binary audit message
+	args []string           // global flags put before every command (run)
 }
 
 // newFixture builds the store the golden files describe: topic "orders"
@@ -87,10 +90,40 @@ func newFixture(t *testing.T) *fixture {
 	return f
 }
 
-// run runs the tool in-process with -dir f.dir before args.
+// run runs the tool in-process with -dir f.dir and f.args before args.
 func (f *fixture) run(t *testing.T, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
-	return runTool(t, append([]string{"-dir", f.dir}, args...)...)
+	return runTool(t, append(append([]string{"-dir", f.dir}, f.args...), args...)...)
+}
+
+// readOnlyModes runs fn on the fixture as the tool sees it read-only:
+// with -readonly while no process holds it, and while a Store of this
+// process holds it (the tool then falls back to read-only and says so on
+// stderr, which note says what fn should strip from stderr).
+func readOnlyModes(t *testing.T, fn func(t *testing.T, f *fixture, note string)) {
+	t.Run("flag", func(t *testing.T) {
+		f := newFixture(t)
+		f.args = []string{"-readonly"}
+		fn(t, f, "")
+	})
+	t.Run("locked", func(t *testing.T) {
+		f := newFixture(t)
+		s, err := mqlite.Open(f.dir, &f.opts)
+		require.NoError(t, err)
+		defer func() { require.NoError(t, s.Close()) }()
+		fn(t, f, f.dir+" is in use by another process; reading it read-only")
+	})
+}
+
+// checkNote checks that stderr is empty but for the read-only note.
+func checkNote(t *testing.T, stderr, note string) {
+	t.Helper()
+	if note == "" {
+		require.Empty(t, stderr)
+		return
+	}
+	require.Contains(t, stderr, note)
+	require.Equal(t, 1, strings.Count(stderr, "\n"), "only the note: %s", stderr)
 }
 
 // runTool runs the tool in-process and returns its output and exit status.
@@ -117,30 +150,75 @@ func (f *fixture) golden(t *testing.T, name, got string) {
 	require.Equal(t, string(want), got, "golden file %s (go test -update rewrites it)", path)
 }
 
-func TestGolden(t *testing.T) {
-	f := newFixture(t)
-	for _, tc := range []struct {
+// goldenCases are the commands the golden files describe.
+func goldenCases(f *fixture) []struct {
+	name string
+	args []string
+} {
+	return []struct {
 		name string
 		args []string
-		code int
 	}{
-		{"topics", []string{"topics"}, 0},
-		{"stats", []string{"stats"}, 0},
-		{"consumers", []string{"consumers"}, 0},
-		{"get", []string{"get", f.ids[3]}, 0},
-		{"get-binary", []string{"get", f.bin.MsgID}, 0},
-		{"query", []string{"query", "-topic", "orders", "-key", "order-2"}, 0},
-		{"print-queue", []string{"print", "-topic", "orders", "-queue", "1"}, 0},
-		{"print-time", []string{"print", "-topic", "orders", "-time", t0.Add(5 * time.Second).Format(time.RFC3339), "-n", "1"}, 0},
-		{"print-full", []string{"print", "-topic", "audit", "-offset", "1", "-n", "1", "-full"}, 0},
-		{"tail", []string{"tail", "-topic", "orders", "-n", "1"}, 0},
-		{"verify", []string{"verify"}, 0},
-	} {
+		{"topics", []string{"topics"}},
+		{"stats", []string{"stats"}},
+		{"consumers", []string{"consumers"}},
+		{"get", []string{"get", f.ids[3]}},
+		{"get-binary", []string{"get", f.bin.MsgID}},
+		{"query", []string{"query", "-topic", "orders", "-key", "order-2"}},
+		{"print-queue", []string{"print", "-topic", "orders", "-queue", "1"}},
+		{"print-time", []string{"print", "-topic", "orders", "-time", t0.Add(5 * time.Second).Format(time.RFC3339), "-n", "1"}},
+		{"print-full", []string{"print", "-topic", "audit", "-offset", "1", "-n", "1", "-full"}},
+		{"tail", []string{"tail", "-topic", "orders", "-n", "1"}},
+		{"verify", []string{"verify"}},
+	}
+}
+
+func TestGolden(t *testing.T) {
+	f := newFixture(t)
+	for _, tc := range goldenCases(f) {
 		t.Run(tc.name, func(t *testing.T) {
 			out, errOut, code := f.run(t, tc.args...)
-			require.Equal(t, tc.code, code, "stderr: %s", errOut)
+			require.Equal(t, 0, code, "stderr: %s", errOut)
 			require.Empty(t, errOut)
 			f.golden(t, tc.name, out)
 		})
 	}
+}
+
+// Read-only, every command prints what it prints on the stopped store
+// (the same golden files), and the store is not changed.
+func TestGoldenReadOnly(t *testing.T) {
+	readOnlyModes(t, func(t *testing.T, f *fixture, note string) {
+		before := dirState(t, f.dir)
+		for _, tc := range goldenCases(f) {
+			t.Run(tc.name, func(t *testing.T) {
+				out, errOut, code := f.run(t, tc.args...)
+				require.Equal(t, 0, code, "stderr: %s", errOut)
+				checkNote(t, errOut, note)
+				f.golden(t, tc.name, out)
+			})
+		}
+		if note == "" {
+			require.Equal(t, before, dirState(t, f.dir), "-readonly changed the store")
+		}
+	})
+}
+
+// dirState lists every file under dir with its size, time and contents.
+func dirState(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	require.NoError(t, filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		out[p] = fmt.Sprintf("%d %d %x", fi.Size(), fi.ModTime().UnixNano(), sha256.Sum256(b))
+		return err
+	}))
+	return out
 }

@@ -95,18 +95,34 @@ func cqEntriesPerFile(root string) int {
 	return 0
 }
 
-// open opens the store. On failure it prints why and returns the exit
-// status (see openFailed).
+// open opens the store: read-only with -readonly, else writable (which
+// recovers a crashed store as its owner would), falling back to read-only
+// when another process holds it. On failure it prints why and returns the
+// exit status (see openFailed).
 func (e *env) open() (*mqlite.Store, int) {
-	o, err := e.options()
-	if err != nil {
-		return nil, e.fail(exitUsage, "open "+e.dir, err)
-	}
-	s, err := mqlite.Open(e.dir, o)
+	s, err := e.openStore()
 	if err != nil {
 		return nil, e.openFailed(err)
 	}
 	return s, exitOK
+}
+
+// openStore is open without the reporting.
+func (e *env) openStore() (*mqlite.Store, error) {
+	o, err := e.options()
+	if err != nil {
+		return nil, err
+	}
+	if !e.readOnly {
+		s, err := mqlite.Open(e.dir, o)
+		if !errors.Is(err, mqlite.ErrLocked) {
+			return s, err
+		}
+		fmt.Fprintf(e.stderr, "mqlite %s: %s is in use by another process; reading it read-only: a view as of now, "+
+			"without the messages that process has not indexed yet\n", e.cmd, e.dir)
+	}
+	o.ReadOnly = true
+	return mqlite.Open(e.dir, o)
 }
 
 // openFailed prints why Open (or RebuildIndexes) failed and returns the
@@ -116,7 +132,10 @@ func (e *env) openFailed(err error) int {
 	switch {
 	case errors.Is(err, mqlite.ErrLocked):
 		fmt.Fprintf(e.stderr, "mqlite %s: the store in %s is in use by another process (or another Store in this one), "+
-			"which holds its directory lock; stop it and retry (a read-only mode beside a running store is not available yet)\n", e.cmd, e.dir)
+			"which holds its directory lock; %s writes the store: stop that process and retry\n", e.cmd, e.dir, e.cmd)
+		return exitUsage
+	case errors.Is(err, mqlite.ErrReadOnly):
+		fmt.Fprintf(e.stderr, "mqlite %s: %s writes the store, so it cannot run with -readonly\n", e.cmd, e.cmd)
 		return exitUsage
 	case errors.Is(err, mqlite.ErrCorrupt):
 		fmt.Fprintf(e.stderr, "mqlite %s: open %s: recovery found damage; nothing was changed (run mqlite verify): %v\n", e.cmd, e.dir, err)

@@ -18,11 +18,7 @@ type verifyResult struct {
 }
 
 func runVerify(e *env, _ []string) int {
-	o, err := e.options()
-	if err != nil {
-		return e.fail(exitUsage, "open "+e.dir, err)
-	}
-	s, err := mqlite.Open(e.dir, o)
+	s, err := e.openStore()
 	if errors.Is(err, mqlite.ErrCorrupt) {
 		// Recovery proved damage and changed nothing: that is the answer.
 		res := verifyResult{OpenError: err.Error()}
@@ -129,6 +125,9 @@ func (p *progressBar) done() {
 func mib(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
 
 func runRebuild(e *env, _ []string) int {
+	if e.readOnly {
+		return e.openFailed(mqlite.ErrReadOnly)
+	}
 	o, err := e.options()
 	if err != nil {
 		return e.fail(exitUsage, "rebuild indexes of "+e.dir, err)

@@ -37,6 +37,8 @@ var (
 	ErrFlowControl = errors.New("mqlite: flow control")
 	// ErrGroupNotFound: no such consumer group.
 	ErrGroupNotFound = errors.New("mqlite: consumer group not found")
+	// ErrReadOnly: a write to a store (or file) opened read-only.
+	ErrReadOnly = errors.New("mqlite: opened read-only")
 )
 
 // CorruptError locates damaged data. It matches ErrCorrupt.

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 )
 
 // NewMem returns an empty in-memory file system. Syncs are no-ops; mappings
@@ -52,7 +53,7 @@ func (m *MemFS) OpenFile(name string, flag int, perm os.FileMode) (File, error) 
 		f.data = nil
 		f.mu.Unlock()
 	}
-	return &memHandle{f: f, name: name}, nil
+	return &memHandle{f: f, name: name, ro: flag&(os.O_WRONLY|os.O_RDWR) == 0}, nil
 }
 
 func (m *MemFS) Remove(name string) error {
@@ -181,6 +182,12 @@ func (c closerFunc) Close() error { return c() }
 type memHandle struct {
 	f    *memFile
 	name string
+	ro   bool // opened O_RDONLY: writes fail as on the OS (EBADF)
+}
+
+// badFD is the error of a write through a handle opened O_RDONLY.
+func (h *memHandle) badFD(op string) error {
+	return &os.PathError{Op: op, Path: h.name, Err: syscall.EBADF}
 }
 
 func (h *memHandle) ReadAt(p []byte, off int64) (int, error) {
@@ -197,6 +204,9 @@ func (h *memHandle) ReadAt(p []byte, off int64) (int, error) {
 }
 
 func (h *memHandle) WriteAt(p []byte, off int64) (int, error) {
+	if h.ro {
+		return 0, h.badFD("write")
+	}
 	h.f.mu.Lock()
 	defer h.f.mu.Unlock()
 	if end := off + int64(len(p)); end > int64(len(h.f.data)) {
@@ -243,6 +253,9 @@ func (h *memHandle) Size() (int64, error) {
 }
 
 func (h *memHandle) Truncate(size int64) error {
+	if h.ro {
+		return h.badFD("truncate")
+	}
 	h.f.mu.Lock()
 	defer h.f.mu.Unlock()
 	if size <= int64(len(h.f.data)) {
@@ -255,6 +268,9 @@ func (h *memHandle) Truncate(size int64) error {
 }
 
 func (h *memHandle) Allocate(size int64) error {
+	if h.ro {
+		return h.badFD("fallocate")
+	}
 	h.f.mu.Lock()
 	defer h.f.mu.Unlock()
 	if size > int64(len(h.f.data)) {

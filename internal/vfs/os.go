@@ -26,7 +26,7 @@ func (osFS) OpenFile(name string, flag int, perm os.FileMode) (File, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &osFile{f: f}, nil
+	return &osFile{f: f, ro: flag&(os.O_WRONLY|os.O_RDWR) == 0}, nil
 }
 
 func (osFS) Remove(name string) error                    { return os.Remove(name) }
@@ -82,7 +82,10 @@ func (osFS) Lock(name string) (io.Closer, error) {
 	return f, nil
 }
 
-type osFile struct{ f *os.File }
+type osFile struct {
+	f  *os.File
+	ro bool // opened O_RDONLY: mapped read-only
+}
 
 func (o *osFile) ReadAt(p []byte, off int64) (int, error)  { return o.f.ReadAt(p, off) }
 func (o *osFile) WriteAt(p []byte, off int64) (int, error) { return o.f.WriteAt(p, off) }
@@ -116,8 +119,14 @@ func (o *osFile) Sync() error {
 	return nil
 }
 
+// Map maps the file shared: writable, or read-only (PROT_READ) for a file
+// opened O_RDONLY, where a stray store faults instead of reaching the file.
 func (o *osFile) Map(size int) (Mapping, error) {
-	m, err := mmap.MapRegion(o.f, size, mmap.RDWR, 0, 0)
+	prot := mmap.RDWR
+	if o.ro {
+		prot = mmap.RDONLY
+	}
+	m, err := mmap.MapRegion(o.f, size, prot, 0, 0)
 	if err != nil {
 		return nil, &os.PathError{Op: "mmap", Path: o.f.Name(), Err: err}
 	}

@@ -8,6 +8,9 @@
 //     keeps a "durable image" updated only by successful syncs, from which a
 //     power-loss image can be built (only synced bytes plus a random share of
 //     unsynced pages).
+//
+// ReadOnly wraps any of them for a read-only Store: every change fails with
+// ErrReadOnly, and files are opened O_RDONLY, which the OS maps PROT_READ.
 package vfs
 
 import (
@@ -63,12 +66,14 @@ type File interface {
 	Allocate(size int64) error
 	// Sync makes the file's data durable (fdatasync).
 	Sync() error
-	// Map maps [0, size) of the file shared and writable. size must not
-	// exceed the file's length.
+	// Map maps [0, size) of the file shared: writable, or read-only when
+	// the file was opened O_RDONLY. size must not exceed the file's length.
+	// The mapping stays valid after the file is closed.
 	Map(size int) (Mapping, error)
 }
 
-// Mapping is a shared writable mapping of a file.
+// Mapping is a shared mapping of a file (writable unless the file was
+// opened O_RDONLY).
 type Mapping interface {
 	// Bytes is the mapped memory. It is valid until Unmap.
 	Bytes() []byte

@@ -1,0 +1,170 @@
+package commitlog
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"sort"
+	"strconv"
+
+	"github.com/mqlite/mqlite/internal/errs"
+	"github.com/mqlite/mqlite/internal/vfs"
+)
+
+// errShort marks a segment file shorter than the segment size: one the
+// owner is allocating (or whose allocation a crash interrupted).
+var errShort = errors.New("segment shorter than the segment size")
+
+// openReadOnly opens the log for reading only (Options.ReadOnly): it maps
+// the segments read-only and finds the end without changing anything; see
+// "Read-only open" in the package comment.
+func openReadOnly(opts Options) (*Log, error) {
+	l := &Log{
+		opts:       opts,
+		allocReq:   make(chan int64, 1),
+		allocReady: make(chan prepared, 1),
+		quit:       make(chan struct{}),
+		allocDone:  make(chan struct{}),
+	}
+	close(l.allocDone) // no allocator
+	l.ret.done.L = &l.ret.Mutex
+	l.snap.Store(&snapshot{})
+	// Every write path checks Fenced first, so none touches the
+	// read-only mappings.
+	ro := fmt.Errorf("mqlite/commitlog: %s is open read-only: %w", opts.Dir, errs.ErrReadOnly)
+	l.fenced.Store(&ro)
+	if err := l.recoverReadOnly(); err != nil {
+		l.releaseAll()
+		return nil, err
+	}
+	return l, nil
+}
+
+// recoverReadOnly maps the segments and finds the end of the valid records.
+func (l *Log) recoverReadOnly() (err error) {
+	starts, err := l.listReadOnly()
+	if err != nil {
+		return err
+	}
+	segs := make([]*segment, 0, len(starts))
+	for i, st := range starts {
+		s, err := l.mapReadOnly(st)
+		switch {
+		case err == nil:
+			segs = append(segs, s)
+			continue
+		case errors.Is(err, errShort) && i == len(starts)-1:
+			// Being allocated: nothing is written in it yet.
+		case errors.Is(err, vfs.ErrNotExist) && len(segs) == 0:
+			continue // removed by the owner's retention since the listing
+		case errors.Is(err, errShort):
+			err = errs.Corrupt(filepath.Join(l.opts.Dir, segmentName(st)), 0, "sealed segment shorter than %d bytes", l.opts.SegmentSize)
+		}
+		if err != nil && !errors.Is(err, errShort) {
+			for _, s := range segs {
+				s.release()
+			}
+			return err
+		}
+		break
+	}
+	l.snap.Store(&snapshot{segs: segs})
+	if len(segs) == 0 {
+		return nil
+	}
+	defer debug.SetPanicOnFault(guardFaults())
+	defer l.catchFault(&err)
+	// Start at the last segment that begins with a record: the owner
+	// writes into a segment only after sealing the one before it.
+	si := 0
+	for i := len(segs) - 1; i > 0; i-- {
+		if _, k, _ := l.check(segs[i], 0, true); k == kRecord {
+			si = i
+			break
+		}
+	}
+	i, pos := si, int64(0)
+	for {
+		n, k, _ := l.check(segs[i], pos, true)
+		if k == kRecord {
+			pos += n
+			continue
+		}
+		if k == kBlank && i+1 < len(segs) {
+			i, pos = i+1, 0
+			continue
+		}
+		if k == kBlank {
+			pos = l.opts.SegmentSize
+		}
+		break // zeros, or a record the owner is writing now (or a torn one)
+	}
+	end := segs[i].start + pos
+	for _, s := range segs[i+1:] { // preallocated ahead, empty as of now
+		s.release()
+	}
+	l.snap.Store(&snapshot{segs: segs[: i+1 : i+1]})
+	l.mu.cur = segs[i]
+	l.wrote.Store(end)
+	l.flushed.Store(end)
+	l.report = Report{Start: segs[si].start, End: end}
+	return nil
+}
+
+// listReadOnly lists the segment files like listSegments, without
+// removing anything and without checking sizes (mapReadOnly does).
+func (l *Log) listReadOnly() ([]int64, error) {
+	dir := l.opts.Dir
+	names, err := l.opts.FS.ReadDir(dir)
+	if err != nil {
+		return nil, diskErr("list", dir, err)
+	}
+	var starts []int64
+	for _, name := range names {
+		start, perr := strconv.ParseInt(name, 10, 64)
+		if len(name) == 20 && perr == nil && start >= 0 {
+			starts = append(starts, start)
+		}
+	}
+	sort.Slice(starts, func(i, j int) bool { return starts[i] < starts[j] })
+	for i, st := range starts {
+		path := filepath.Join(dir, segmentName(st))
+		if st%l.opts.SegmentSize != 0 {
+			return nil, errs.Corrupt(path, 0, "segment start is not a multiple of the segment size %d", l.opts.SegmentSize)
+		}
+		if i > 0 && st != starts[i-1]+l.opts.SegmentSize {
+			return nil, errs.Corrupt(path, 0, "segments are not contiguous: previous starts at %d", starts[i-1])
+		}
+	}
+	return starts, nil
+}
+
+// mapReadOnly maps a whole segment read-only. A file shorter than the
+// segment size is errShort, a missing one wraps vfs.ErrNotExist.
+func (l *Log) mapReadOnly(start int64) (*segment, error) {
+	path := filepath.Join(l.opts.Dir, segmentName(start))
+	f, err := l.opts.FS.OpenFile(path, os.O_RDONLY, 0)
+	if errors.Is(err, vfs.ErrNotExist) {
+		return nil, err
+	}
+	if err != nil {
+		return nil, diskErr("open", path, err)
+	}
+	defer f.Close()
+	size, err := f.Size()
+	switch {
+	case err != nil:
+		return nil, diskErr("stat", path, err)
+	case size < l.opts.SegmentSize:
+		return nil, errShort
+	case size > l.opts.SegmentSize:
+		return nil, errs.Corrupt(path, 0, "segment is %d bytes, longer than the segment size %d", size, l.opts.SegmentSize)
+	}
+	m, err := f.Map(int(l.opts.SegmentSize))
+	if err != nil {
+		return nil, diskErr("map", path, err)
+	}
+	return &segment{start: start, path: path, m: m, buf: m.Bytes()}, nil
+}

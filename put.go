@@ -27,6 +27,7 @@ type putJob struct {
 	s       *Store
 	m       *Message
 	queue   int32
+	nowMs   int64 // the clock when the put began: born time unless set, and the store time's floor
 	bornMs  int64
 	size    int
 	meta    message.Meta
@@ -48,13 +49,14 @@ func (j *putJob) topic() string {
 }
 
 // EncodePayload runs inside the CommitLog append lock: it assigns the queue
-// offset and the (monotone) store time, then encodes in place.
+// offset and the store time (the clock read when the put began, made
+// monotone), then encodes in place.
 func (j *putJob) EncodePayload(dst []byte, phys int64) {
 	s := j.s
-	k := queueKey{j.topic(), j.queue}
-	j.qoff = s.queues[k]
-	s.queues[k] = j.qoff + 1
-	j.storeMs = max(s.opts.Clock.Now().UnixMilli(), s.lastStoreMs)
+	next := s.nextOffsets(j.topic(), j.queue)
+	j.qoff = next[j.queue]
+	next[j.queue]++
+	j.storeMs = max(j.nowMs, s.lastStoreMs)
 	s.lastStoreMs = j.storeMs
 	j.meta = message.Meta{QueueID: j.queue, QueueOffset: j.qoff, StoreMs: j.storeMs, BornMs: j.bornMs}
 	if j.routed {
@@ -66,14 +68,41 @@ func (j *putJob) EncodePayload(dst []byte, phys int64) {
 	message.Encode(dst, j.m, &j.meta)
 }
 
-const hexDigits = "0123456789ABCDEF"
+// nextOffsets returns the next-offset table of topic, long enough for
+// queue (append lock). The last topic's table is kept at hand: a run of
+// puts to one topic compares the name instead of hashing it.
+func (s *Store) nextOffsets(topic string, queue int32) []int64 {
+	next := s.lastNext
+	if topic != s.lastTopic || next == nil {
+		next = s.queues[topic]
+	}
+	if int(queue) >= len(next) {
+		next = append(next, make([]int64, int(queue)+1-len(next))...)
+		s.queues[topic] = next
+	}
+	s.lastTopic, s.lastNext = topic, next
+	return next
+}
 
+// putHex writes v as len(dst) upper-case hex digits, two at a time.
 func putHex(dst []byte, v uint64) {
-	for i := len(dst) - 1; i >= 0; i-- {
-		dst[i] = hexDigits[v&0xF]
-		v >>= 4
+	i := len(dst)
+	for ; i >= 2; i -= 2 {
+		copy(dst[i-2:i], hexPairs[2*(v&0xFF):])
+		v >>= 8
+	}
+	if i == 1 {
+		dst[0] = hexPairs[2*(v&0xF)+1]
 	}
 }
+
+var hexPairs = func() (t [512]byte) {
+	const digits = "0123456789ABCDEF"
+	for i := range 256 {
+		t[2*i], t[2*i+1] = digits[i>>4], digits[i&0xF]
+	}
+	return t
+}()
 
 // newJob validates m (unless the caller just did) and prepares a pooled
 // job. sys allows the store's own topics (and only those that exist).
@@ -103,12 +132,13 @@ func (s *Store) newRoutedJob(m *Message, queue int, sys, validated bool, route *
 	if j.routed {
 		j.route = *route
 	}
-	j.bornMs = now.UnixMilli()
+	j.nowMs = now.UnixMilli()
+	j.bornMs = j.nowMs
 	if !m.BornTimestamp.IsZero() {
 		j.bornMs = m.BornTimestamp.UnixMilli()
 	}
 	if m.UniqKey == "" {
-		putHex(j.uniq[0:8], uint64(s.uniqPrefix))
+		copy(j.uniq[0:8], s.uniqHex[:])
 		putHex(j.uniq[8:20], uint64(j.bornMs))
 		putHex(j.uniq[20:32], s.uniqSeq.Add(1))
 	}

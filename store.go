@@ -27,12 +27,6 @@ const (
 	configDir = "config" // topics, groups, offsets, schedule progress
 )
 
-// queueKey names one queue of one topic.
-type queueKey struct {
-	topic string
-	queue int32
-}
-
 // Store is an open message store: one directory, one owner. All methods
 // are safe for concurrent use.
 type Store struct {
@@ -46,10 +40,13 @@ type Store struct {
 	gc       *flush.GroupCommit // FlushSync
 	periodic *flush.Periodic    // FlushAsync
 
-	// queues holds each queue's next offset. It is read and written only
-	// inside commitlog's append lock (EncodePayload) and during Open.
-	queues      map[queueKey]int64
-	lastStoreMs int64 // append lock, like queues
+	// queues holds each topic's next offset per queue id. It is read and
+	// written only inside commitlog's append lock (EncodePayload) and
+	// during Open, like the fields after it.
+	queues      map[string][]int64
+	lastTopic   string  // the topic of the last put, and
+	lastNext    []int64 // its queues entry (nextOffsets)
+	lastStoreMs int64
 	topics      *topic.Registry
 	sched       *scheduler
 	timers      *timers
@@ -70,6 +67,7 @@ type Store struct {
 	}
 
 	uniqPrefix uint32
+	uniqHex    [8]byte // uniqPrefix in hex: the start of every generated unique key
 	uniqSeq    atomic.Uint64
 	jobs       sync.Pool
 
@@ -115,8 +113,9 @@ func openFS(fs vfs.FS, dir string, opts *Options) (*Store, error) {
 	if o.ReadOnly {
 		return openReadOnly(fs, dir, o, opts != nil && opts.SegmentSize != 0)
 	}
-	s := &Store{opts: o, dir: filepath.Clean(dir), fs: fs, queues: map[queueKey]int64{},
+	s := &Store{opts: o, dir: filepath.Clean(dir), fs: fs, queues: map[string][]int64{},
 		uniqPrefix: rand.Uint32(), cpQuit: make(chan struct{}), cpDone: make(chan struct{})}
+	putHex(s.uniqHex[:], uint64(s.uniqPrefix))
 	s.jobs.New = func() any { return &putJob{s: s} }
 	s.explicitSegment = opts != nil && opts.SegmentSize != 0
 	if err := s.open(); err != nil {
@@ -272,7 +271,7 @@ func (s *Store) openIndexes(cp checkpoint, cpOK bool) error {
 		if err != nil {
 			return err
 		}
-		s.queues[queueKey{id.Topic, int32(id.ID)}] = q.MaxOffset()
+		s.nextOffsets(id.Topic, int32(id.ID))[id.ID] = q.MaxOffset()
 	}
 	s.lastStoreMs = s.disp.lastStoreMs
 	s.dispRunning = true

@@ -54,11 +54,11 @@ func (s *Store) Topic(name string) (TopicConfig, error) { return s.topics.Get(na
 // it with auto queues (0: Options.DefaultTopicQueues) when auto-creation
 // is on. System topics are refused.
 func (s *Store) queueCount(name string, auto int) (int, error) {
+	if n, system := s.topics.Lookup(name); n > 0 && !system {
+		return n, nil // a user topic: only users create those (ValidateName)
+	}
 	if topic.IsSystem(name) {
 		return 0, fmt.Errorf("%w: %q is reserved for the store", message.ErrInvalidTopic, name)
-	}
-	if n := s.topics.Queues(name); n > 0 {
-		return n, nil
 	}
 	if s.opts.DisableAutoCreateTopics {
 		return 0, fmt.Errorf("mqlite: send to %q: %w (auto-create is off)", name, errs.ErrTopicNotFound)

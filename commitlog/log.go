@@ -279,6 +279,12 @@ func (l *Log) AppendBatch(as []Appender) (first, end int64, err error) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	return l.appendLocked(as, total)
+}
+
+// appendLocked is AppendBatch under the lock. (Kept apart so that both
+// functions' defers are open-coded: few returns times few defers.)
+func (l *Log) appendLocked(as []Appender, total int) (first, end int64, err error) {
 	if l.mu.closed {
 		return 0, 0, errs.ErrClosed
 	}

@@ -73,6 +73,13 @@ func (r *Registry) Get(name string) (Config, error) {
 	return Config{Queues: rec.Queues}, nil
 }
 
+// Lookup returns the queue count of a topic (0 if it does not exist) and
+// whether the store created it as a system topic, in one map lookup.
+func (r *Registry) Lookup(name string) (queues int, system bool) {
+	rec := (*r.topics.Load())[name]
+	return rec.Queues, rec.System
+}
+
 // Queues returns the queue count of a topic (0 if it does not exist).
 func (r *Registry) Queues(name string) int {
 	return (*r.topics.Load())[name].Queues

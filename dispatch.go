@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -37,9 +38,10 @@ type dispatcher struct {
 	queues map[string][]*consumequeue.Queue // topic -> queue id -> queue (loop only)
 	batch  batch                            // records scanned, not yet applied (dispatch_record.go)
 
-	wake chan struct{}
-	quit chan struct{}
-	done chan struct{}
+	wake     chan struct{}
+	sleeping atomic.Bool // the loop is (about to be) parked on wake
+	quit     chan struct{}
+	done     chan struct{}
 
 	mu struct {
 		sync.Mutex
@@ -88,8 +90,15 @@ func (d *dispatcher) confirmed() int64 {
 	return d.s.log.WrotePosition()
 }
 
-// notify wakes the loop; it never blocks.
+// notify wakes the loop if it sleeps; it never blocks. A sender that
+// finds the loop awake pays one atomic load: the loop looks for new
+// records after announcing that it sleeps, and the sender's record is
+// published (an atomic store) before it looks at the flag, so one of the
+// two always sees the other.
 func (d *dispatcher) notify() {
+	if !d.sleeping.Load() {
+		return
+	}
 	select {
 	case d.wake <- struct{}{}:
 	default:
@@ -119,11 +128,17 @@ func (d *dispatcher) loop() {
 			<-d.quit
 			return
 		}
+		d.sleeping.Store(true)
+		if d.confirmed() > d.next {
+			d.sleeping.Store(false)
+			continue
+		}
 		select {
 		case <-d.wake:
 		case <-d.quit:
 			return
 		}
+		d.sleeping.Store(false)
 	}
 }
 

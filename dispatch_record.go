@@ -21,20 +21,23 @@ import (
 const batchRecords = 64
 
 type batch struct {
-	entries  []pendingEntry
+	runs     []*queueRun // queues with entries in this batch, in order of first entry
+	records  int
 	keys     []indexfile.Hashed
 	keyBuf   []byte
 	failedAt int64 // CommitLog offset of the first record an apply failed on, or -1
 }
 
-type pendingEntry struct {
-	q      *consumequeue.Queue
-	offset int64 // queue offset
-	e      consumequeue.Entry
+// queueRun is one queue and the entries the batch holds for it, at
+// consecutive queue offsets from first.
+type queueRun struct {
+	q       *consumequeue.Queue
+	first   int64
+	entries []consumequeue.Entry
 }
 
-// queue returns the ConsumeQueue of (topic, id), creating it on first use.
-func (d *dispatcher) queue(topic []byte, id int32) (*consumequeue.Queue, error) {
+// queue returns the run of (topic, id), opening the queue on first use.
+func (d *dispatcher) queue(topic []byte, id int32) (*queueRun, error) {
 	qs := d.queues[string(topic)]
 	if int(id) < len(qs) && qs[id] != nil {
 		return qs[id], nil
@@ -47,9 +50,9 @@ func (d *dispatcher) queue(topic []byte, id int32) (*consumequeue.Queue, error) 
 	for len(qs) <= int(id) {
 		qs = append(qs, nil)
 	}
-	qs[id] = q
+	qs[id] = &queueRun{q: q}
 	d.queues[t] = qs
-	return q, nil
+	return qs[id], nil
 }
 
 // dispatch adds one record to the batch, applying the batch when full.
@@ -62,7 +65,7 @@ func (d *dispatcher) dispatch(r commitlog.Record) error {
 	case message.SysTxPrepared, message.SysTxRollback:
 		return nil // half messages and rollbacks are not consumable
 	}
-	q, err := d.queue(v.Topic(), v.QueueID())
+	run, err := d.queue(v.Topic(), v.QueueID())
 	if err != nil {
 		return err
 	}
@@ -70,33 +73,59 @@ func (d *dispatcher) dispatch(r commitlog.Record) error {
 	if t := string(v.Topic()); t == topic.Schedule || t == topic.Timer {
 		e.TagsCode = deliverSeconds(v)
 	}
-	d.batch.entries = append(d.batch.entries, pendingEntry{q, v.QueueOffset(), e})
+	if qoff := v.QueueOffset(); len(run.entries) == 0 {
+		run.first = qoff
+		d.batch.runs = append(d.batch.runs, run)
+	} else if qoff != run.first+int64(len(run.entries)) {
+		// Not the next offset of this queue (the queue itself will say
+		// whether that is wrong): apply what is held first.
+		if err := d.apply(); err != nil {
+			return err
+		}
+		run.first = qoff
+		d.batch.runs = append(d.batch.runs, run)
+	}
+	run.entries = append(run.entries, e)
+	d.batch.records++
 	d.lastStoreMs = max(d.lastStoreMs, v.StoreMs())
 	d.hashKeys(v, r.Offset)
-	if len(d.batch.entries) >= batchRecords {
+	if d.batch.records >= batchRecords {
 		return d.apply()
 	}
 	return nil
 }
 
-// apply writes the batch into the ConsumeQueue and the IndexFile. On an
-// error it records where re-dispatch must resume (dispatch is idempotent:
-// the ConsumeQueue accepts an identical entry again, the IndexFile skips
-// offsets it has) and drops the batch.
+// apply writes the batch into the ConsumeQueue, one AppendBatch per
+// queue, then the IndexFile. On an error it records where re-dispatch
+// must resume, the oldest record not applied (dispatch is idempotent: the
+// ConsumeQueue accepts an identical entry again, the IndexFile skips
+// offsets it has), and drops the batch.
 func (d *dispatcher) apply() error {
 	b := &d.batch
-	defer func() { b.entries, b.keys = b.entries[:0], b.keys[:0] }()
-	for _, p := range b.entries {
-		if err := p.q.Append(p.offset, p.e); err != nil {
-			b.failedAt = p.e.Offset
-			return fmt.Errorf("mqlite: dispatch record at %d: %w", p.e.Offset, err)
+	defer func() {
+		for _, run := range b.runs {
+			run.entries = run.entries[:0]
+		}
+		b.runs, b.keys, b.records = b.runs[:0], b.keys[:0], 0
+	}()
+	for i, run := range b.runs {
+		n, err := run.q.AppendBatch(run.first, run.entries)
+		if err != nil {
+			b.failedAt = run.entries[n].Offset
+			for _, later := range b.runs[i+1:] {
+				b.failedAt = min(b.failedAt, later.entries[0].Offset)
+			}
+			return fmt.Errorf("mqlite: dispatch record at %d: %w", run.entries[n].Offset, err)
 		}
 	}
 	if len(b.keys) == 0 {
 		return nil
 	}
 	if err := d.idx.PutHashed(b.keys); err != nil {
-		b.failedAt = b.entries[0].e.Offset
+		b.failedAt = b.keys[0].Phys
+		for _, run := range b.runs {
+			b.failedAt = min(b.failedAt, run.entries[0].Offset)
+		}
 		return fmt.Errorf("mqlite: index records from %d: %w", b.failedAt, err)
 	}
 	return nil

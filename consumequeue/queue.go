@@ -184,15 +184,50 @@ func (q *Queue) MaxPhysEnd() int64 { return q.physEnd.Load() }
 func (q *Queue) Append(logical int64, e Entry) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if q.closed.Load() {
-		return fmt.Errorf("mqlite/consumequeue: append to %s: %w", q.dir, ErrClosed)
+	if err := q.appendableLocked(); err != nil {
+		return err
 	}
-	if q.readOnly {
+	return q.appendOneLocked(logical, e)
+}
+
+// AppendBatch is Append of es[i] at first+i, in order, under one lock
+// hold; a run at the end of the queue is written in one go and published
+// once, so readers see it whole. It returns how many entries it stored:
+// on an error, those before the failing one.
+func (q *Queue) AppendBatch(first int64, es []Entry) (int, error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if err := q.appendableLocked(); err != nil {
+		return 0, err
+	}
+	n := 0
+	for n < len(es) {
+		if first+int64(n) == q.max.Load() {
+			k, err := q.appendRunLocked(first+int64(n), es[n:])
+			n += k
+			if err != nil {
+				return n, err
+			}
+			continue
+		}
+		if err := q.appendOneLocked(first+int64(n), es[n]); err != nil {
+			return n, err
+		}
+		n++
+	}
+	return n, nil
+}
+
+// appendableLocked says why the queue takes no entries, if it does not.
+func (q *Queue) appendableLocked() error {
+	if q.readOnly && !q.closed.Load() {
 		return fmt.Errorf("mqlite/consumequeue: append to %s: %w", q.dir, ErrReadOnly)
 	}
-	if q.mu.fenced != nil {
-		return fmt.Errorf("mqlite/consumequeue: append to %s: %w (after: %v)", q.dir, ErrFenced, q.mu.fenced)
-	}
+	return q.writableLocked("append to")
+}
+
+// appendOneLocked is Append under the lock.
+func (q *Queue) appendOneLocked(logical int64, e Entry) error {
 	if err := checkEntry(e); err != nil {
 		return fmt.Errorf("mqlite/consumequeue: append to %s at %d: %w", q.dir, logical, err)
 	}
@@ -210,6 +245,45 @@ func (q *Queue) Append(logical int64, e Entry) error {
 	default:
 		return q.holeLocked(logical, e)
 	}
+}
+
+// appendRunLocked writes es at logical == max onwards, publishing physEnd
+// and max once after the last entry it wrote. It stops at the first entry
+// that is invalid or points backwards, returning how many it wrote.
+func (q *Queue) appendRunLocked(logical int64, es []Entry) (n int, err error) {
+	physEnd := q.physEnd.Load()
+	defer func() {
+		if n > 0 {
+			q.physEnd.Store(physEnd)
+			q.max.Store(logical + int64(n))
+		}
+	}()
+	var seg *segment
+	for ; n < len(es); n++ {
+		e, at := es[n], logical+int64(n)
+		if err := checkEntry(e); err != nil {
+			return n, fmt.Errorf("mqlite/consumequeue: append to %s at %d: %w", q.dir, at, err)
+		}
+		if at > maxLogical {
+			return n, fmt.Errorf("mqlite/consumequeue: append to %s: logical offset %d out of range: %w", q.dir, at, ErrInvalidArgument)
+		}
+		if e.Offset < physEnd {
+			return n, q.backwards(at, e)
+		}
+		if seg == nil || at >= seg.start+q.perFile {
+			segs := q.snap.Load().segs
+			if k := len(segs); k > 0 && at < segs[k-1].start+q.perFile {
+				seg = segs[k-1]
+			} else if seg, err = q.createLocked(at); err != nil {
+				return n, err
+			}
+		}
+		off := int(at-seg.start) * EntrySize
+		putEntry(seg.b[off:off+EntrySize], e)
+		seg.markDirty(off, off+EntrySize)
+		physEnd = e.End()
+	}
+	return n, nil
 }
 
 // appendLocked writes e at logical == max.

@@ -359,3 +359,61 @@ func TestEntryCodec(t *testing.T) {
 		t.Fatal("filler does not decode as a filler")
 	}
 }
+
+func entriesFor(from, to int64) []Entry {
+	es := make([]Entry, 0, to-from)
+	for i := from; i < to; i++ {
+		es = append(es, entryFor(i))
+	}
+	return es
+}
+
+// AppendBatch stores what one Append per entry would, across files, with
+// duplicates and a hole into an empty queue, and on an error reports how
+// many entries it stored before the failing one (and stored just those).
+func TestAppendBatch(t *testing.T) {
+	modes(t, func(t *testing.T, e env) {
+		q := mustOpen(t, e.opts())
+		defer closeQ(t, q)
+		batch := func(from, to int64) {
+			t.Helper()
+			n, err := q.AppendBatch(from, entriesFor(from, to))
+			if err != nil || n != int(to-from) {
+				t.Fatalf("AppendBatch(%d, %d entries) = %d, %v", from, to-from, n, err)
+			}
+		}
+		batch(0, 7)
+		batch(7, testPerFile*3+2) // crosses three file boundaries
+		checkRange(t, q, 0, testPerFile*3+2)
+		batch(testPerFile*3-5, testPerFile*3+10) // re-dispatched head, then new entries
+		checkRange(t, q, 0, testPerFile*3+10)
+		equal(t, "data files", len(dataFiles(t, e.fs, e.dir)), 4)
+
+		end := int64(testPerFile*3 + 10)
+		es := entriesFor(end, end+6)
+		es[4] = entryFor(2) // points backwards
+		n, err := q.AppendBatch(end, es)
+		wantErr(t, err, ErrConflict)
+		equal(t, "stored before the bad entry", n, 4)
+		checkRange(t, q, 0, end+4)
+		es = entriesFor(end+4, end+6)
+		es[1].Size = 0
+		n, err = q.AppendBatch(end+4, es)
+		wantErr(t, err, ErrInvalidArgument)
+		equal(t, "stored before the invalid entry", n, 1)
+		checkRange(t, q, 0, end+5)
+		other := entryFor(3)
+		other.TagsCode++
+		n, err = q.AppendBatch(2, []Entry{entryFor(2), other})
+		wantErr(t, err, ErrConflict)
+		equal(t, "duplicates before the conflict", n, 1)
+		checkRange(t, q, 0, end+5)
+
+		empty := mustOpen(t, Options{FS: e.fs, Dir: e.dir + "x", EntriesPerFile: testPerFile})
+		defer closeQ(t, empty)
+		if n, err := empty.AppendBatch(100, entriesFor(100, 103)); err != nil || n != 3 {
+			t.Fatalf("AppendBatch into an empty queue at 100: %d, %v", n, err)
+		}
+		checkRange(t, empty, 100, 103)
+	})
+}

@@ -27,10 +27,10 @@ const (
 	DefaultSegmentSize   = 1 << 30
 	DefaultMaxRecordSize = 4<<20 + 64<<10 // RocketMQ: body limit plus 64 KiB
 	MinSegmentSize       = 4096
-	// WarmBytes is how far ahead of the write position the allocator
-	// keeps the log pre-faulted (warm.go), and how much of the head of a
-	// new segment it pre-faults before the roll.
-	WarmBytes = 64 << 20
+	// DefaultWarmBytes is how far ahead of the write position the
+	// allocator keeps the log pre-faulted by default (warm.go), and how
+	// much of the head of a new segment it pre-faults before the roll.
+	DefaultWarmBytes = 64 << 20
 )
 
 // Sentinels, the same values as the root package's.
@@ -57,6 +57,7 @@ type Options struct {
 	SegmentSize   int64  // default 1 GiB
 	MaxRecordSize int    // default 4 MiB + 64 KiB, including the frame
 	NoWarm        bool   // do not pre-fault the log ahead of the write position (warm.go)
+	WarmBytes     int64  // how far ahead to pre-fault; default DefaultWarmBytes
 	Logger        *slog.Logger
 
 	// RecoverFrom is where Open starts validating records; it is rounded
@@ -152,6 +153,12 @@ func (o *Options) validate() error {
 	}
 	if o.SegmentSize < MinSegmentSize || o.SegmentSize > 1<<40 {
 		problems = append(problems, fmt.Errorf("SegmentSize %d outside [%d, 2^40]", o.SegmentSize, MinSegmentSize))
+	}
+	if o.WarmBytes == 0 {
+		o.WarmBytes = DefaultWarmBytes
+	}
+	if o.WarmBytes < 0 {
+		problems = append(problems, fmt.Errorf("negative WarmBytes %d", o.WarmBytes))
 	}
 	if o.MaxRecordSize == 0 {
 		o.MaxRecordSize = DefaultMaxRecordSize

@@ -10,25 +10,22 @@ import (
 // takes a page fault: on this kind of machine 1 µs for a recycled page and
 // 10-20 µs for memory the guest never touched, against ~40 ns for the
 // whole append of a small record. So the allocator goroutine pre-faults
-// (MADV_POPULATE_WRITE) the WarmBytes after the write position, in the
+// (MADV_POPULATE_WRITE) the Options.WarmBytes after the write position, in the
 // current segment and, while it prepares it, at the head of the next one,
 // and the append path never waits for a fault unless the writer outruns
 // the kernel.
 //
-// The appender asks for more every warmStep bytes (one comparison per
-// append, a channel send per warmStep); the allocator owns the warmed
+// The appender asks for more every eighth of WarmBytes (one comparison
+// per append, a channel send per step); the allocator owns the warmed
 // position. Populating does not change a byte of the file, so it may race
 // with appends into the same pages.
-const (
-	warmStep  = 8 << 20 // the appender asks for more warming every warmStep bytes
-	warmChunk = 4 << 20 // the allocator populates at most this much between looks at its other work
-)
+const warmChunk = 4 << 20 // the allocator populates at most this much between looks at its other work
 
 // warmLocked publishes a new warming target for write position w and
 // wakes the allocator. Called under mu.
 func (l *Log) warmLocked(w int64) {
-	l.mu.warmAt = w + warmStep
-	l.warmTo.Store(w + WarmBytes)
+	l.mu.warmAt = w + max(l.opts.WarmBytes/8, 1)
+	l.warmTo.Store(w + l.opts.WarmBytes)
 	select {
 	case l.warmKick <- struct{}{}:
 	default:
@@ -50,7 +47,9 @@ func (l *Log) warmAhead(done *int64) (more bool) {
 		return false
 	}
 	last := snap.segs[len(snap.segs)-1]
-	from := max(*done, snap.segs[0].start)
+	// From the write position of the request at most: what lies behind
+	// it (older segments, at Open) is not going to be written.
+	from := max(*done, to-l.opts.WarmBytes, snap.segs[0].start)
 	if from >= last.start+l.opts.SegmentSize {
 		return false // the target is in a segment not rolled to yet: its head was warmed when prepared
 	}
@@ -70,7 +69,7 @@ func (l *Log) warmAhead(done *int64) (more bool) {
 // warmHead populates the head of a segment the allocator just prepared,
 // a chunk at a time, serving the current segment's warming in between.
 func (l *Log) warmHead(seg *segment, done *int64) {
-	head := min(len(seg.buf), WarmBytes)
+	head := min(len(seg.buf), int(l.opts.WarmBytes))
 	for off := 0; off < head; off += warmChunk {
 		for l.warmAhead(done) {
 		}

@@ -228,7 +228,10 @@ func TestConsumerSurvivesKill9(t *testing.T) {
 	child := map[string]bool{}
 	childMax := map[int]int64{} // queue -> highest offset the child finished
 	sc := bufio.NewScanner(out)
-	for len(child) < n/2 && sc.Scan() {
+	scan := func() bool {
+		if !sc.Scan() {
+			return false
+		}
 		var q int
 		var off int64
 		var body string
@@ -236,8 +239,13 @@ func TestConsumerSurvivesKill9(t *testing.T) {
 			child[body] = true
 			childMax[q] = max(childMax[q], off)
 		}
+		return true
+	}
+	for len(child) < n/2 && scan() {
 	}
 	require.NoError(t, cmd.Process.Kill())
+	for scan() { // what the child printed before it died
+	}
 	cmd.Wait()
 	require.GreaterOrEqual(t, len(child), n/2, "the child consumed before it was killed")
 

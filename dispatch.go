@@ -35,8 +35,8 @@ type dispatcher struct {
 	next        int64 // next CommitLog offset to dispatch; owned by the loop
 	lastStoreMs int64 // newest store time seen; owned by the loop
 
-	queues map[string][]*queueRun // topic -> queue id -> queue and its batch (loop only)
-	batch  batch                  // records scanned, not yet applied (dispatch_record.go)
+	queues map[string][]*consumequeue.Queue // topic -> queue id -> queue (loop only)
+	batch  batch                            // records scanned, not yet applied (dispatch_record.go)
 
 	wake     chan struct{}
 	sleeping atomic.Bool // the loop is (about to be) parked on wake
@@ -72,7 +72,7 @@ func (w *waiter) ready(dispatched int64) bool {
 }
 
 func newDispatcher(s *Store, cq *consumequeue.Store, idx *indexfile.Index, from int64) *dispatcher {
-	return &dispatcher{s: s, cq: cq, idx: idx, next: from, queues: map[string][]*queueRun{},
+	return &dispatcher{s: s, cq: cq, idx: idx, next: from, queues: map[string][]*consumequeue.Queue{},
 		batch: batch{failedAt: -1}, wake: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{})}
 }
 

@@ -13,31 +13,32 @@ import (
 // The dispatcher's per-record work. Scanning a record only parses it into
 // the batch: its ConsumeQueue entry and the hashes of its keys. Every
 // batchRecords records, and at the end of each catch-up, the batch is
-// applied: the ConsumeQueue entries in order, then all the keys in one
-// IndexFile call, whose slot reads then overlap instead of missing the
-// cache one after another. Readers see nothing of a batch before the
-// dispatcher publishes its progress, after the catch-up.
+// applied: first all the keys in one IndexFile call (whose slot reads then
+// overlap instead of missing the cache one after another), then the
+// ConsumeQueue entries in CommitLog order, a run of consecutive entries of
+// one queue in one call. So a queue entry is never visible before its
+// record's keys, and the newest entry over all queues marks a point below
+// which every record is in its queue: what a read-only Store beside this
+// process relies on. Readers in this process see nothing of a batch
+// before the dispatcher publishes its progress, after the catch-up.
 
 const batchRecords = 64
 
 type batch struct {
-	runs     []*queueRun // queues with entries in this batch, in order of first entry
-	records  int
+	entries  []consumequeue.Entry // in CommitLog order
+	targets  []target             // where entries[i] goes
 	keys     []indexfile.Hashed
 	keyBuf   []byte
 	failedAt int64 // CommitLog offset of the first record an apply failed on, or -1
 }
 
-// queueRun is one queue and the entries the batch holds for it, at
-// consecutive queue offsets from first.
-type queueRun struct {
-	q       *consumequeue.Queue
-	first   int64
-	entries []consumequeue.Entry
+type target struct {
+	q      *consumequeue.Queue
+	offset int64 // queue offset
 }
 
-// queue returns the run of (topic, id), opening the queue on first use.
-func (d *dispatcher) queue(topic []byte, id int32) (*queueRun, error) {
+// queue returns the ConsumeQueue of (topic, id), creating it on first use.
+func (d *dispatcher) queue(topic []byte, id int32) (*consumequeue.Queue, error) {
 	qs := d.queues[string(topic)]
 	if int(id) < len(qs) && qs[id] != nil {
 		return qs[id], nil
@@ -50,9 +51,9 @@ func (d *dispatcher) queue(topic []byte, id int32) (*queueRun, error) {
 	for len(qs) <= int(id) {
 		qs = append(qs, nil)
 	}
-	qs[id] = &queueRun{q: q}
+	qs[id] = q
 	d.queues[t] = qs
-	return qs[id], nil
+	return q, nil
 }
 
 // dispatch adds one record to the batch, applying the batch when full.
@@ -65,7 +66,7 @@ func (d *dispatcher) dispatch(r commitlog.Record) error {
 	case message.SysTxPrepared, message.SysTxRollback:
 		return nil // half messages and rollbacks are not consumable
 	}
-	run, err := d.queue(v.Topic(), v.QueueID())
+	q, err := d.queue(v.Topic(), v.QueueID())
 	if err != nil {
 		return err
 	}
@@ -73,60 +74,43 @@ func (d *dispatcher) dispatch(r commitlog.Record) error {
 	if t := string(v.Topic()); t == topic.Schedule || t == topic.Timer {
 		e.TagsCode = deliverSeconds(v)
 	}
-	if qoff := v.QueueOffset(); len(run.entries) == 0 {
-		run.first = qoff
-		d.batch.runs = append(d.batch.runs, run)
-	} else if qoff != run.first+int64(len(run.entries)) {
-		// Not the next offset of this queue (the queue itself will say
-		// whether that is wrong): apply what is held first.
-		if err := d.apply(); err != nil {
-			return err
-		}
-		run.first = qoff
-		d.batch.runs = append(d.batch.runs, run)
-	}
-	run.entries = append(run.entries, e)
-	d.batch.records++
+	d.batch.entries = append(d.batch.entries, e)
+	d.batch.targets = append(d.batch.targets, target{q, v.QueueOffset()})
 	d.lastStoreMs = max(d.lastStoreMs, v.StoreMs())
 	d.hashKeys(v, r.Offset)
-	if d.batch.records >= batchRecords {
+	if len(d.batch.entries) >= batchRecords {
 		return d.apply()
 	}
 	return nil
 }
 
-// apply writes the batch into the ConsumeQueue, one AppendBatch per
-// queue, then the IndexFile. On an error it records where re-dispatch
-// must resume, the oldest record not applied (dispatch is idempotent: the
-// ConsumeQueue accepts an identical entry again, the IndexFile skips
-// offsets it has), and drops the batch.
+// apply writes the batch: keys, then queue entries (see above). On an
+// error it records where re-dispatch must resume, the first record not
+// applied (dispatch is idempotent: the IndexFile skips offsets it has, the
+// ConsumeQueue accepts an identical entry again), and drops the batch.
 func (d *dispatcher) apply() error {
 	b := &d.batch
-	defer func() {
-		for _, run := range b.runs {
-			run.entries = run.entries[:0]
-		}
-		b.runs, b.keys, b.records = b.runs[:0], b.keys[:0], 0
-	}()
-	for i, run := range b.runs {
-		n, err := run.q.AppendBatch(run.first, run.entries)
-		if err != nil {
-			b.failedAt = run.entries[n].Offset
-			for _, later := range b.runs[i+1:] {
-				b.failedAt = min(b.failedAt, later.entries[0].Offset)
-			}
-			return fmt.Errorf("mqlite: dispatch record at %d: %w", run.entries[n].Offset, err)
-		}
-	}
-	if len(b.keys) == 0 {
+	defer func() { b.entries, b.targets, b.keys = b.entries[:0], b.targets[:0], b.keys[:0] }()
+	if len(b.entries) == 0 {
 		return nil
 	}
-	if err := d.idx.PutHashed(b.keys); err != nil {
-		b.failedAt = b.keys[0].Phys
-		for _, run := range b.runs {
-			b.failedAt = min(b.failedAt, run.entries[0].Offset)
+	if len(b.keys) > 0 {
+		if err := d.idx.PutHashed(b.keys); err != nil {
+			b.failedAt = b.entries[0].Offset
+			return fmt.Errorf("mqlite: index records from %d: %w", b.failedAt, err)
 		}
-		return fmt.Errorf("mqlite: index records from %d: %w", b.failedAt, err)
+	}
+	for i := 0; i < len(b.entries); {
+		t, j := b.targets[i], i+1
+		for j < len(b.entries) && b.targets[j].q == t.q && b.targets[j].offset == t.offset+int64(j-i) {
+			j++
+		}
+		n, err := t.q.AppendBatch(t.offset, b.entries[i:j])
+		if err != nil {
+			b.failedAt = b.entries[i+n].Offset
+			return fmt.Errorf("mqlite: dispatch record at %d: %w", b.failedAt, err)
+		}
+		i = j
 	}
 	return nil
 }

@@ -36,8 +36,13 @@ func (r ConsumeResult) String() string {
 
 // Handler consumes a batch of at most ConsumeBatchSize messages, all of
 // one queue and in queue order. ctx is cancelled when the consume timeout
-// passes or the consumer is closed. A panic counts as ReconsumeLater; any
-// result other than ConsumeSuccess counts as ReconsumeLater.
+// passes or the consumer is closed; it serves the call only (later calls
+// on the same handler goroutine may get the same ctx, so it is not
+// cancelled when the call returns). A panic counts as ReconsumeLater; any
+// result other than ConsumeSuccess counts as ReconsumeLater. The messages
+// stay valid after the call and may be kept (the messages of one fetch
+// share their memory, so keeping one keeps that block alive); a batch
+// retried locally is handed over again as the same values.
 type Handler func(ctx context.Context, msgs []*message.MessageExt) ConsumeResult
 
 // PushConsumer calls a handler for the messages of the queues the group
@@ -222,8 +227,11 @@ type runSlot struct {
 	mu      sync.Mutex
 	active  bool
 	start   time.Time
-	cancel  context.CancelFunc
-	timed   bool // the call timed out
+	// ctx is the handler context of the worker's calls: one is reused
+	// until a timeout cancels it, so a call costs no context of its own.
+	ctx    context.Context
+	cancel context.CancelFunc
+	timed  bool // the call timed out
 }
 
 // worker is one of the push consumer's handler goroutines.
@@ -247,17 +255,22 @@ func (m *member) worker(slot int) {
 // as ReconsumeLater.
 func (m *member) call(slot int, batch []*message.MessageExt) ConsumeResult {
 	rs := &m.slots[slot]
-	ctx, cancel := context.WithCancel(rs.parent)
 	now := m.clk.Now()
 	rs.mu.Lock()
-	rs.active, rs.start, rs.cancel, rs.timed = true, now, cancel, false
+	if rs.ctx == nil {
+		rs.ctx, rs.cancel = context.WithCancel(rs.parent)
+	}
+	ctx := rs.ctx
+	rs.active, rs.start, rs.timed = true, now, false
 	rs.mu.Unlock()
 	res := m.invoke(ctx, batch)
 	rs.mu.Lock()
 	timedOut := rs.timed
-	rs.active, rs.cancel = false, nil
+	rs.active = false
+	if timedOut { // the check cancelled ctx: the next call gets a new one
+		rs.ctx, rs.cancel = nil, nil
+	}
 	rs.mu.Unlock()
-	cancel()
 	if timedOut {
 		m.stats.timeouts.Add(1)
 		res = ReconsumeLater

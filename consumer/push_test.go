@@ -275,6 +275,60 @@ func TestPushConsumeTimeout(t *testing.T) {
 	})
 }
 
+// Handler contexts are reused across calls of a worker, but a call after
+// a timeout gets a fresh one: only the call that timed out sees its ctx
+// cancelled.
+func TestPushContextAfterTimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fake := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+		e := newEnvNoCleanup(t, fake)
+		defer e.close()
+		e.st.createTopic("t", 1)
+		const timeout = time.Minute
+		var errs []error // handler calls are serial: one goroutine
+		var ctxs []context.Context
+		c := e.push("g", Options{ConsumeTimeout: timeout, Goroutines: 1, ConsumeFromWhere: ConsumeFromFirstOffset}, "t",
+			func(ctx context.Context, msgs []*message.MessageExt) ConsumeResult {
+				if string(msgs[0].Body) == "slow" && msgs[0].ReconsumeTimes == 0 {
+					<-ctx.Done()
+				}
+				errs = append(errs, ctx.Err())
+				ctxs = append(ctxs, ctx)
+				return ConsumeSuccess
+			})
+		e.st.put("t", 0, "", "a")
+		e.st.put("t", 0, "", "b")
+		synctest.Wait()
+		e.st.put("t", 0, "", "slow")
+		synctest.Wait()
+		fake.Advance(2 * timeout)
+		synctest.Wait()
+		e.st.put("t", 0, "", "c")
+		synctest.Wait()
+		if len(errs) < 4 {
+			t.Fatalf("%d handler calls, want at least 4", len(errs))
+		}
+		want := []error{nil, nil, context.Canceled, nil}
+		for i, w := range want {
+			if errs[i] != w {
+				t.Fatalf("call %d saw ctx.Err() %v, want %v (all: %v)", i, errs[i], w, errs)
+			}
+		}
+		if ctxs[0] != ctxs[1] || ctxs[1] != ctxs[2] || ctxs[3] == ctxs[2] {
+			t.Fatal("want one ctx for the calls up to the timeout and a new one after it")
+		}
+		if s := c.Stats(); s.Timeouts != 1 {
+			t.Fatalf("stats %+v", s)
+		}
+		if err := c.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if ctxs[3].Err() == nil {
+			t.Fatal("Close did not cancel the handler context")
+		}
+	})
+}
+
 // With a blocked handler the consumer caches at most QueueCacheCount
 // messages per queue (and at most QueueCacheBytes plus one pull), and
 // resumes when the handler catches up.

@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime/debug"
-	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mqlite/mqlite/message"
@@ -219,19 +219,31 @@ func (c *PushConsumer) Assignment() []Queue { return c.m.targetQueues() }
 func (c *PushConsumer) Stats() Stats { return c.m.statsSnapshot() }
 
 // runSlot is worker i's handler call in progress, for the consume
-// timeout check. Its mutex is taken by the worker (twice per batch) and by
-// the control goroutine's check only.
+// timeout check, and the worker's counters. The worker touches only
+// atomics per call; the check (on the control goroutine) decides from two
+// observations of the same running call, ConsumeTimeout apart on the
+// clock, so a call costs no clock read and no lock.
 type runSlot struct {
 	parent  context.Context // the worker's context, a child of member.ctx
 	release context.CancelFunc
-	mu      sync.Mutex
-	active  bool
-	start   time.Time
+
+	// seq is odd while a call runs and counts calls. The worker ends call
+	// s with CompareAndSwap(s, s+1); the check cancels it with the same
+	// swap, so exactly one of them ends it.
+	seq atomic.Uint64
 	// ctx is the handler context of the worker's calls: one is reused
-	// until a timeout cancels it, so a call costs no context of its own.
+	// until the check cancels it, so a call costs no context of its own.
+	// The worker writes ctx and cancel only between calls, after a
+	// timeout; the check reads cancel after seeing the call start.
 	ctx    context.Context
 	cancel context.CancelFunc
-	timed  bool // the call timed out
+
+	// The check's memory of the running call: its seq and when it was
+	// first seen. Control goroutine only.
+	seenSeq uint64
+	seenAt  time.Time
+
+	_ [64]byte // keep the next worker's slot off this cache line
 }
 
 // worker is one of the push consumer's handler goroutines.
@@ -255,28 +267,20 @@ func (m *member) worker(slot int) {
 // as ReconsumeLater.
 func (m *member) call(slot int, batch []*message.MessageExt) ConsumeResult {
 	rs := &m.slots[slot]
-	now := m.clk.Now()
-	rs.mu.Lock()
 	if rs.ctx == nil {
 		rs.ctx, rs.cancel = context.WithCancel(rs.parent)
 	}
-	ctx := rs.ctx
-	rs.active, rs.start, rs.timed = true, now, false
-	rs.mu.Unlock()
-	res := m.invoke(ctx, batch)
-	rs.mu.Lock()
-	timedOut := rs.timed
-	rs.active = false
-	if timedOut { // the check cancelled ctx: the next call gets a new one
+	s := rs.seq.Add(1) // odd: running
+	res := m.invoke(rs.ctx, batch)
+	if !rs.seq.CompareAndSwap(s, s+1) {
+		// The check ended the call and cancelled ctx: the next call gets
+		// a new one.
 		rs.ctx, rs.cancel = nil, nil
-	}
-	rs.mu.Unlock()
-	if timedOut {
 		m.stats.timeouts.Add(1)
 		res = ReconsumeLater
 	}
 	if res == ConsumeSuccess {
-		m.stats.consumed.Add(int64(len(batch)))
+		m.stats.addConsumed(slot, int64(len(batch)))
 	} else {
 		m.stats.failed.Add(int64(len(batch)))
 	}
@@ -297,20 +301,27 @@ func (m *member) invoke(ctx context.Context, batch []*message.MessageExt) (res C
 	return res
 }
 
-// checkTimeouts cancels handler calls running longer than ConsumeTimeout.
+// checkTimeouts cancels handler calls running longer than ConsumeTimeout:
+// a call is timed out once two checks at least ConsumeTimeout apart saw it
+// running, so between ConsumeTimeout and ConsumeTimeout plus two check
+// intervals after it started.
 func (m *member) checkTimeouts() {
 	now := m.clk.Now()
 	for i := range m.slots {
 		rs := &m.slots[i]
-		rs.mu.Lock()
-		var cancel context.CancelFunc
-		if rs.active && !rs.timed && now.Sub(rs.start) >= m.o.ConsumeTimeout {
-			rs.timed, cancel = true, rs.cancel
-		}
-		rs.mu.Unlock()
-		if cancel != nil {
-			m.log.Warn("mqlite/consumer: consume timeout; cancelling the handler", "after", now.Sub(rs.start))
-			cancel()
+		s := rs.seq.Load()
+		switch {
+		case s&1 == 0: // idle
+			rs.seenSeq = 0
+		case s != rs.seenSeq: // a call not seen before
+			rs.seenSeq, rs.seenAt = s, now
+		case now.Sub(rs.seenAt) >= m.o.ConsumeTimeout:
+			cancel := rs.cancel // before the swap: the worker replaces it only after
+			if rs.seq.CompareAndSwap(s, s+1) {
+				m.log.Warn("mqlite/consumer: consume timeout; cancelling the handler", "after", now.Sub(rs.seenAt))
+				cancel()
+			}
+			rs.seenSeq = 0
 		}
 	}
 }

@@ -275,6 +275,58 @@ func TestPushConsumeTimeout(t *testing.T) {
 	})
 }
 
+// The consume timeout cancels a call no earlier than ConsumeTimeout after
+// it started and no later than two check intervals (ConsumeTimeout/4
+// each) past that.
+func TestPushConsumeTimeoutBounds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fake := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+		e := newEnvNoCleanup(t, fake)
+		defer e.close()
+		e.st.createTopic("t", 1)
+		const timeout = 4 * time.Minute
+		const tick = timeout / 4
+		started := make(chan time.Time, 1)
+		cancelled := make(chan time.Time, 1)
+		c := e.push("g", Options{ConsumeTimeout: timeout, ConsumeFromWhere: ConsumeFromFirstOffset}, "t",
+			func(ctx context.Context, msgs []*message.MessageExt) ConsumeResult {
+				if msgs[0].ReconsumeTimes > 0 {
+					return ConsumeSuccess
+				}
+				started <- fake.Now()
+				<-ctx.Done()
+				cancelled <- fake.Now()
+				return ConsumeSuccess
+			})
+		fake.Advance(tick / 2) // the call starts between two checks
+		synctest.Wait()
+		e.st.put("t", 0, "", "slow")
+		synctest.Wait()
+		begin := <-started
+		var end time.Time
+		for step := 0; end.IsZero(); step++ {
+			if step > 10 {
+				t.Fatal("never cancelled")
+			}
+			fake.Advance(tick)
+			synctest.Wait()
+			select {
+			case end = <-cancelled:
+			default:
+			}
+		}
+		if d := end.Sub(begin); d < timeout || d > timeout+2*tick {
+			t.Fatalf("cancelled %s after the call started, want [%s, %s]", d, timeout, timeout+2*tick)
+		}
+		if s := c.Stats(); s.Timeouts != 1 || s.Failed != 1 {
+			t.Fatalf("stats %+v", s)
+		}
+		if err := c.Close(); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
 // Handler contexts are reused across calls of a worker, but a call after
 // a timeout gets a fresh one: only the call that timed out sees its ctx
 // cancelled.
@@ -301,7 +353,9 @@ func TestPushContextAfterTimeout(t *testing.T) {
 		synctest.Wait()
 		e.st.put("t", 0, "", "slow")
 		synctest.Wait()
-		fake.Advance(2 * timeout)
+		fake.Advance(timeout) // a check sees the call running
+		synctest.Wait()
+		fake.Advance(timeout) // the next one, a timeout later, cancels it
 		synctest.Wait()
 		e.st.put("t", 0, "", "c")
 		synctest.Wait()

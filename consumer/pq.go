@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mqlite/mqlite/message"
@@ -41,6 +42,12 @@ type pq struct {
 	// paused by flow control waits on it.
 	space chan struct{}
 
+	// tokens counts the pq's tokens on the work queue: the low 32 bits
+	// those no worker claimed yet, the high 32 bits those a worker claimed
+	// while finishing a batch (claimNext) and that are still on the queue.
+	// Their sum is the number of the pq's tokens on the queue.
+	tokens atomic.Uint64
+
 	mu struct {
 		sync.Mutex
 		state   pqState
@@ -63,6 +70,47 @@ type pq struct {
 
 		delivered  int64 // pull: everything below was returned by Poll or filtered out
 		pullCancel context.CancelFunc
+	}
+}
+
+const claimedToken = 1 << 32 // one token claimed by claimNext, in pq.tokens
+
+// addTokens counts n new tokens of p (before they are put on the queue).
+func (p *pq) addTokens(n int) { p.tokens.Add(uint64(n)) }
+
+// claimNext claims one of p's tokens for a worker that goes on with p's
+// next batch; false if no unclaimed token is left. The token stays on the
+// queue: popToken drops it, and the earliest of p's tokens on the queue
+// are the ones dropped, so p does not move ahead of other queues.
+func (p *pq) claimNext() bool {
+	for {
+		t := p.tokens.Load()
+		if uint32(t) == 0 {
+			return false
+		}
+		if p.tokens.CompareAndSwap(t, t-1+claimedToken) {
+			return true
+		}
+	}
+}
+
+// popToken accounts for one of p's tokens taken off the queue: true if it
+// is to be consumed, false if claimNext claimed it already.
+func (p *pq) popToken() bool {
+	for {
+		t := p.tokens.Load()
+		var n uint64
+		switch {
+		case t >= claimedToken:
+			n = t - claimedToken
+		case t > 0:
+			n = t - 1
+		default:
+			return false // not counted; cannot happen
+		}
+		if p.tokens.CompareAndSwap(t, n) {
+			return t < claimedToken
+		}
 	}
 }
 

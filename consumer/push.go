@@ -326,13 +326,30 @@ func (m *member) checkTimeouts() {
 	}
 }
 
+// concurrentBatchesPerTask is how many batches of one queue a worker
+// consumes in a row, taking the next one as it finishes the last (one lock
+// instead of a trip through the work queue), before it goes back to the
+// work queue, so that busy queues share the pool fairly.
+const concurrentBatchesPerTask = 32
+
 // consumeConcurrent takes one batch of p (local redeliveries first) and
-// consumes it.
+// consumes it, then, while p has batches announced and not yet taken, up
+// to concurrentBatchesPerTask-1 more.
 func (m *member) consumeConcurrent(p *pq, slot int) {
 	p.mu.Lock()
+	batch := m.takeLocked(p)
+	p.mu.Unlock()
+	for n := 1; batch != nil; n++ {
+		res := m.call(slot, batch)
+		batch = m.finishConcurrent(p, batch, res, n < concurrentBatchesPerTask)
+	}
+}
+
+// takeLocked takes p's next batch (a local redelivery first) for a
+// handler call, or returns nil.
+func (m *member) takeLocked(p *pq) []*message.MessageExt {
 	if !p.consumableLocked() {
-		p.mu.Unlock()
-		return
+		return nil
 	}
 	var batch []*message.MessageExt
 	if len(p.mu.retry) > 0 {
@@ -342,20 +359,19 @@ func (m *member) consumeConcurrent(p *pq, slot int) {
 	} else {
 		k := min(m.o.ConsumeBatchSize, len(p.mu.msgs))
 		if k == 0 {
-			p.mu.Unlock()
-			return
+			return nil
 		}
 		batch = p.popLocked(k)
 	}
 	p.mu.running++
-	p.mu.Unlock()
-	res := m.call(slot, batch)
-	m.finishConcurrent(p, batch, res)
+	return batch
 }
 
 // finishConcurrent acks what was consumed or sent back, schedules a local
-// redelivery of the rest, commits, and releases a drained queue.
-func (m *member) finishConcurrent(p *pq, batch []*message.MessageExt, res ConsumeResult) {
+// redelivery of the rest, commits, and releases a drained queue. With more,
+// it takes p's next batch under the same lock when one is announced on the
+// work queue (claiming its token), and returns it.
+func (m *member) finishConcurrent(p *pq, batch []*message.MessageExt, res ConsumeResult, more bool) []*message.MessageExt {
 	acks, failed := batch, []*message.MessageExt(nil)
 	switch {
 	case res == ConsumeSuccess:
@@ -396,6 +412,10 @@ func (m *member) finishConcurrent(p *pq, batch []*message.MessageExt, res Consum
 		p.commitLocked()
 	}
 	rel := p.mu.state == pqDraining && p.mu.running == 0
+	var next []*message.MessageExt
+	if more && !rel && m.ctx.Err() == nil && p.consumableLocked() && p.claimNext() {
+		next = m.takeLocked(p)
+	}
 	p.mu.Unlock()
 	if len(failed) > 0 && !rel {
 		m.delay.after(m.o.SuspendInterval, func() { p.redeliver(failed) })
@@ -403,6 +423,7 @@ func (m *member) finishConcurrent(p *pq, batch []*message.MessageExt, res Consum
 	if rel {
 		p.release()
 	}
+	return next
 }
 
 // redeliver queues a failed batch for another local attempt.

@@ -383,6 +383,72 @@ func TestPushContextAfterTimeout(t *testing.T) {
 	})
 }
 
+// A worker goes on with the next batch of the queue it just consumed, but
+// only concurrentBatchesPerTask batches in a row, and those count against
+// the queue's earliest tokens: a queue with a deep backlog does not move
+// ahead of the work queue's order by more than that. Every message is
+// delivered once, each queue's in offset order.
+func TestPushBusyQueueDoesNotStarveOthers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnvNoCleanup(t, clock.Real)
+		defer e.close()
+		e.st.createTopic("t", 2)
+		const deep = 3000
+		var order []int32 // queue of each handler call; one worker: serial
+		next := map[int32]int64{}
+		var outOfOrder int
+		gate := make(chan struct{})
+		c := e.push("g", Options{Goroutines: 1, QueueCacheCount: 5000, ConsumeMaxSpan: 5000, ConsumeFromWhere: ConsumeFromFirstOffset}, "t",
+			func(ctx context.Context, msgs []*message.MessageExt) ConsumeResult {
+				<-gate // the first call waits until every token is queued
+				m := msgs[0]
+				if m.QueueOffset != next[m.QueueID] {
+					outOfOrder++
+				}
+				next[m.QueueID] = m.QueueOffset + 1
+				order = append(order, m.QueueID)
+				return ConsumeSuccess
+			})
+		// Work queue: 32 tokens of queue 0 (the first pull; the worker
+		// holds the first), 5 of queue 1, then the rest of queue 0's.
+		for i := range 32 {
+			e.st.put("t", 0, "", fmt.Sprintf("a-%d", i))
+		}
+		synctest.Wait()
+		for i := range 5 {
+			e.st.put("t", 1, "", fmt.Sprintf("b-%d", i))
+		}
+		synctest.Wait()
+		for i := 32; i < deep; i++ {
+			e.st.put("t", 0, "", fmt.Sprintf("a-%d", i))
+		}
+		synctest.Wait()
+		fetched := c.Stats().Fetched
+		close(gate)
+		synctest.Wait()
+		if fetched != deep+5 {
+			t.Fatalf("fetched %d before the first call, want all %d", fetched, deep+5)
+		}
+		if len(order) != deep+5 || next[0] != deep || next[1] != 5 || outOfOrder != 0 {
+			t.Fatalf("%d calls, next offsets %v, %d out of order", len(order), next, outOfOrder)
+		}
+		last := -1
+		for i, q := range order {
+			if q == 1 {
+				last = i
+			}
+		}
+		// In work-queue order queue 1's calls are 33..37; going on with
+		// queue 0 may move them back by at most one run of batches.
+		if concurrentBatchesPerTask > 32 || last >= 37+32 {
+			t.Fatalf("queue 1's last message was call %d of %d: starved by queue 0", last+1, len(order))
+		}
+		if err := c.Close(); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
 // With a blocked handler the consumer caches at most QueueCacheCount
 // messages per queue (and at most QueueCacheBytes plus one pull), and
 // resumes when the handler catches up.

@@ -14,7 +14,9 @@ import (
 // of a queue start in offset order and a dropped queue's batches are
 // simply never taken. It is unbounded, but its length is bounded by the
 // per-queue cache limits (at most one token per cached batch, one per
-// orderly queue).
+// orderly queue). The tokens of a pq are interchangeable: a worker
+// finishing a batch may claim one without taking it off the FIFO, and pop
+// then drops the pq's earliest token (see pq.tokens).
 type workQueue struct {
 	signal chan struct{} // cap = workers: a token may be waiting
 	quit   chan struct{}
@@ -34,6 +36,7 @@ func (w *workQueue) push(p *pq, n int) {
 	if n <= 0 {
 		return
 	}
+	p.addTokens(n)
 	w.mu.Lock()
 	for range n {
 		w.mu.items = append(w.mu.items, p)
@@ -49,11 +52,12 @@ func (w *workQueue) push(p *pq, n int) {
 }
 
 // pop takes the next token, or blocks until there is one; false once the
-// queue is closed.
+// queue is closed. Tokens a worker already claimed for its queue (see
+// pq.claimNext) are dropped on the way.
 func (w *workQueue) pop() (*pq, bool) {
 	for {
 		w.mu.Lock()
-		if w.mu.head < len(w.mu.items) {
+		for w.mu.head < len(w.mu.items) {
 			p := w.mu.items[w.mu.head]
 			w.mu.items[w.mu.head] = nil
 			w.mu.head++
@@ -63,8 +67,10 @@ func (w *workQueue) pop() (*pq, bool) {
 				n := copy(w.mu.items, w.mu.items[w.mu.head:])
 				w.mu.items, w.mu.head = w.mu.items[:n], 0
 			}
-			w.mu.Unlock()
-			return p, true
+			if p.popToken() {
+				w.mu.Unlock()
+				return p, true
+			}
 		}
 		w.mu.Unlock()
 		select {

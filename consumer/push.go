@@ -133,7 +133,7 @@ func (c *PushConsumer) Start(h Handler) error {
 	}
 	err := m.start(func() {
 		m.h = h
-		m.work = newWorkQueue(m.o.Goroutines)
+		m.work = newWorkQueue()
 		m.delay = newDelayer(m.clk)
 		m.slots = make([]runSlot, m.o.Goroutines)
 		for i := range m.slots {

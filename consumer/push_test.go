@@ -449,6 +449,40 @@ func TestPushBusyQueueDoesNotStarveOthers(t *testing.T) {
 	})
 }
 
+// Tokens wake parked workers one after another (each wakes the next while
+// tokens remain), so a backlog still runs on every worker at once.
+func TestPushWorkersWakeEachOther(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnvNoCleanup(t, clock.Real)
+		defer e.close()
+		e.st.createTopic("t", 1)
+		const workers = 4
+		arrived := make(chan struct{}, 16)
+		release := make(chan struct{})
+		c := e.push("g", Options{Goroutines: workers, ConsumeFromWhere: ConsumeFromFirstOffset}, "t",
+			func(ctx context.Context, msgs []*message.MessageExt) ConsumeResult {
+				arrived <- struct{}{}
+				<-release
+				return ConsumeSuccess
+			})
+		synctest.Wait() // every worker parked on the empty work queue
+		e.st.putMany("t", 10, "m")
+		synctest.Wait()
+		atOnce := len(arrived)
+		close(release)
+		synctest.Wait()
+		if atOnce != workers {
+			t.Fatalf("%d handler calls running at once, want %d", atOnce, workers)
+		}
+		if n := len(arrived); n != 10 {
+			t.Fatalf("%d handler calls, want 10", n)
+		}
+		if err := c.Close(); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
 // With a blocked handler the consumer caches at most QueueCacheCount
 // messages per queue (and at most QueueCacheBytes plus one pull), and
 // resumes when the handler catches up.

@@ -18,7 +18,7 @@ import (
 // finishing a batch may claim one without taking it off the FIFO, and pop
 // then drops the pq's earliest token (see pq.tokens).
 type workQueue struct {
-	signal chan struct{} // cap = workers: a token may be waiting
+	signal chan struct{} // cap 1: a token may be waiting (see wake)
 	quit   chan struct{}
 	mu     struct {
 		sync.Mutex
@@ -27,8 +27,8 @@ type workQueue struct {
 	}
 }
 
-func newWorkQueue(workers int) *workQueue {
-	return &workQueue{signal: make(chan struct{}, workers), quit: make(chan struct{})}
+func newWorkQueue() *workQueue {
+	return &workQueue{signal: make(chan struct{}, 1), quit: make(chan struct{})}
 }
 
 // push adds n tokens for p.
@@ -42,12 +42,16 @@ func (w *workQueue) push(p *pq, n int) {
 		w.mu.items = append(w.mu.items, p)
 	}
 	w.mu.Unlock()
-	for range n {
-		select {
-		case w.signal <- struct{}{}:
-		default:
-			return // every worker already has a wake-up pending
-		}
+	w.wake()
+}
+
+// wake lets one waiting worker look at the queue. A worker that takes a
+// token and leaves more behind wakes the next one, so n tokens wake
+// workers one at a time as they are needed, not n at once.
+func (w *workQueue) wake() {
+	select {
+	case w.signal <- struct{}{}:
+	default: // a wake-up is pending already
 	}
 }
 
@@ -68,7 +72,11 @@ func (w *workQueue) pop() (*pq, bool) {
 				w.mu.items, w.mu.head = w.mu.items[:n], 0
 			}
 			if p.popToken() {
+				more := w.mu.head < len(w.mu.items)
 				w.mu.Unlock()
+				if more {
+					w.wake()
+				}
 				return p, true
 			}
 		}

@@ -199,7 +199,11 @@ func (m *member) take(max int) []*message.MessageExt {
 		p.mu.Lock()
 		if p.consumableLocked() && len(p.mu.msgs) > 0 {
 			got := p.popLocked(min(max-len(out), len(p.mu.msgs)))
-			out = append(out, got...)
+			if out == nil {
+				out = got // the caller's alone: popLocked caps it and the cache moves past it
+			} else {
+				out = append(out, got...)
+			}
 			p.uncacheLocked(got)
 			if len(p.mu.msgs) > 0 {
 				p.mu.delivered = p.mu.msgs[0].QueueOffset

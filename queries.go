@@ -95,7 +95,9 @@ func (s *Store) readEntries(topic string, queue int, from int64, ents []consumeq
 	for _, e := range ents {
 		if f == nil || f.MatchCode(e.TagsCode) {
 			k++
-			bytes += int(e.Size) - commitlog.FrameSize
+			// An estimate (the batch grows if it is short), bounded so
+			// that a damaged entry cannot make it allocate much.
+			bytes += max(min(int(e.Size), s.log.MaxRecordSize())-commitlog.FrameSize, 0)
 		}
 	}
 	if k == 0 {

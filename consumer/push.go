@@ -357,7 +357,7 @@ func (m *member) takeLocked(p *pq) []*message.MessageExt {
 		p.mu.retry[0] = nil
 		p.mu.retry = p.mu.retry[1:]
 	} else {
-		k := min(m.o.ConsumeBatchSize, len(p.mu.msgs))
+		k := min(m.o.ConsumeBatchSize, p.mu.msgs.len())
 		if k == 0 {
 			return nil
 		}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"iter"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/mqlite/mqlite/commitlog"
@@ -77,6 +78,11 @@ type entryFilter interface {
 	Match(m *message.Message) bool
 }
 
+// batches keeps what is left of the blocks reads decode messages into, for
+// the next reads: a Batch hands out each byte once, so its remainder may
+// serve anyone.
+var batches sync.Pool
+
 // readChunk is how many entries readEntries reads under one pin of the
 // CommitLog.
 const readChunk = 64
@@ -87,25 +93,25 @@ const readChunk = 64
 // payload lengths) and checked to be the one its entry claims (topic,
 // queue, offset, size), so a damaged index can never deliver another
 // message. The records are read under one pin per readChunk entries and
-// decoded into one message.Batch. It returns the messages and the number
+// decoded into a pooled message.Batch. It returns the messages and the number
 // of entries examined: len(ents), or on error the index of the entry that
 // failed (the messages before it are returned).
 func (s *Store) readEntries(topic string, queue int, from int64, ents []consumequeue.Entry, f entryFilter) ([]*MessageExt, int, error) {
-	k, bytes := 0, 0
+	k := 0
 	for _, e := range ents {
 		if f == nil || f.MatchCode(e.TagsCode) {
 			k++
-			// An estimate (the batch grows if it is short), bounded so
-			// that a damaged entry cannot make it allocate much.
-			bytes += max(min(int(e.Size), s.log.MaxRecordSize())-commitlog.FrameSize, 0)
 		}
 	}
 	if k == 0 {
 		return nil, len(ents), nil
 	}
 	out := make([]*MessageExt, 0, k)
-	var batch message.Batch
-	batch.Reset(k, bytes)
+	batch, _ := batches.Get().(*message.Batch)
+	if batch == nil {
+		batch = new(message.Batch)
+	}
+	defer batches.Put(batch)
 	read := 0
 	defer func() { s.metrics.gets.Add(int64(read)) }()
 	var offs [readChunk]int64
@@ -121,7 +127,7 @@ func (s *Store) readEntries(topic string, queue int, from int64, ents []consumeq
 		}
 		n, err := s.log.ReadMany(offs[:c], func(j int, r commitlog.Record) error {
 			i := at[j]
-			m, err := s.decodeEntry(&batch, topic, queue, from+int64(i), ents[i], r)
+			m, err := s.decodeEntry(batch, topic, queue, from+int64(i), ents[i], r)
 			if err != nil {
 				return err
 			}

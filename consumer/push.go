@@ -40,9 +40,10 @@ func (r ConsumeResult) String() string {
 // on the same handler goroutine may get the same ctx, so it is not
 // cancelled when the call returns). A panic counts as ReconsumeLater; any
 // result other than ConsumeSuccess counts as ReconsumeLater. The messages
-// stay valid after the call and may be kept (the messages of one fetch
-// share their memory, so keeping one keeps that block alive); a batch
-// retried locally is handed over again as the same values.
+// stay valid after the call and may be kept (the store may decode
+// messages into shared memory blocks, mqlite's of 8 KiB, so keeping one
+// keeps its blocks alive); a batch retried locally is handed over again as
+// the same values.
 type Handler func(ctx context.Context, msgs []*message.MessageExt) ConsumeResult
 
 // PushConsumer calls a handler for the messages of the queues the group

@@ -9,20 +9,21 @@ import (
 )
 
 // TestBatchDecodesLikeDecodeAt decodes the seed payloads through one Batch
-// (sized too small on purpose, so it also allocates more) and compares
-// each with DecodeAt; the copies do not alias each other or the input.
+// (also with a block too small for some of them, so it allocates more) and
+// compares each with DecodeAt; the copies do not alias each other or the
+// input.
 func TestBatchDecodesLikeDecodeAt(t *testing.T) {
 	var payloads [][]byte
-	total := 0
 	for i, m := range seedMessages() {
 		p := encodeForTest(m, &Meta{QueueID: int32(i), QueueOffset: int64(i), StoreMs: 1_700_000_000_001, BornMs: 1_600_000_000_002,
 			Uniq: []byte("0123456789ABCDEF0123456789ABCDEF")})
 		payloads = append(payloads, p)
-		total += len(p)
 	}
-	for _, size := range []int{total, total / 3, 0} {
+	for _, size := range []int{blockBytes, 100, 0} {
 		var b Batch
-		b.Reset(len(payloads)-1, size)
+		if size > 0 { // what is left of earlier blocks: too small for some
+			b.buf = make([]byte, size)
+		}
 		var got []*MessageExt
 		for i, p := range payloads {
 			in := bytes.Clone(p)
@@ -69,7 +70,6 @@ func TestBatchDecodesLikeDecodeAt(t *testing.T) {
 func TestBatchRejectsDamage(t *testing.T) {
 	good := encodeForTest(seedMessages()[1], &Meta{QueueOffset: 9})
 	var b Batch
-	b.Reset(2, 2*len(good))
 	for _, bad := range [][]byte{good[:FixedSize-1], good[:len(good)-1], append(bytes.Clone(good), 0)} {
 		if _, err := b.DecodeAt(bad, 0); !errors.Is(err, errs.ErrCorrupt) {
 			t.Fatalf("damaged payload of %d bytes: %v, want ErrCorrupt", len(bad), err)
@@ -82,11 +82,15 @@ func TestBatchRejectsDamage(t *testing.T) {
 	if _, err := b.DecodeAt(props, 0); !errors.Is(err, errs.ErrCorrupt) {
 		t.Fatalf("malformed properties: %v, want ErrCorrupt", err)
 	}
-	if len(b.exts) != 2 {
-		t.Fatalf("failed decodes used slots: %d left of 2", len(b.exts))
+	if len(b.exts) != 0 && len(b.exts) != extsPerBlock {
+		t.Fatalf("failed decodes used slots: %d left of %d", len(b.exts), extsPerBlock)
 	}
+	left := len(b.buf)
 	ext, err := b.DecodeAt(good, 0)
 	if err != nil || ext.Tags != "created" || ext.Properties["a"] != "1" {
 		t.Fatalf("decode after failures: %v %+v", err, ext)
+	}
+	if len(b.exts) != extsPerBlock-1 || (left > 0 && len(b.buf) != left-decodedSize(len(good), 0)) {
+		t.Fatalf("after one decode: %d slots and %d bytes left", len(b.exts), len(b.buf))
 	}
 }

@@ -10,7 +10,7 @@ import (
 type Message = message.Message
 
 // MessageExt is a stored message as read back. Messages read together
-// (ReadQueue, Messages, consumers) are decoded into shared blocks of 8 KiB
+// (ReadQueue, Messages, consumers) are decoded into shared blocks of 14 KiB
 // (message.Batch): each is the caller's to keep or change, and keeping one
 // keeps its blocks alive.
 type MessageExt = message.MessageExt

@@ -41,7 +41,7 @@ func (r ConsumeResult) String() string {
 // cancelled when the call returns). A panic counts as ReconsumeLater; any
 // result other than ConsumeSuccess counts as ReconsumeLater. The messages
 // stay valid after the call and may be kept (the store may decode
-// messages into shared memory blocks, mqlite's of 8 KiB, so keeping one
+// messages into shared memory blocks, mqlite's of 14 KiB, so keeping one
 // keeps its blocks alive); a batch retried locally is handed over again as
 // the same values.
 type Handler func(ctx context.Context, msgs []*message.MessageExt) ConsumeResult

@@ -1,8 +1,9 @@
 package mqlite
 
-// Consume benchmarks on real files:
+// Consume benchmarks on real files, at the size issue 5 sets (1,000,000
+// backlogged messages):
 //
-//	go test -run '^$' -bench 'Consume|EndToEnd' -benchtime 200000x .
+//	go test -run '^$' -bench 'Consume|EndToEnd' -benchtime 1000000x -count 3 -benchmem .
 
 import (
 	"context"

@@ -155,25 +155,13 @@ func (s *Store) pull(ctx context.Context, name string, queue int, from int64, ma
 	if err != nil {
 		return nil, from, err
 	}
-	var buf [64]consumequeue.Entry
+	var buf [readChunk]consumequeue.Entry
 	n, err := s.readVisible(ctx, q, from, buf[:min(max, len(buf))])
 	if err != nil && n == 0 {
 		return nil, from, err
 	}
-	out := make([]*message.MessageExt, 0, n)
-	for i, e := range buf[:n] {
-		if f != nil && !f.MatchCode(e.TagsCode) {
-			continue
-		}
-		m, err := s.readEntry(name, queue, from+int64(i), e)
-		if err != nil {
-			return out, from + int64(i), err
-		}
-		if f == nil || f.Match(&m.Message) {
-			out = append(out, m)
-		}
-	}
-	return out, from + int64(n), nil
+	out, k, err := s.readEntries(name, queue, from, buf[:n], f)
+	return out, from + int64(k), err
 }
 
 // waitQueue blocks until q has an entry at from.

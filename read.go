@@ -9,7 +9,10 @@ import (
 // Message is what producers send; see package message for the fields.
 type Message = message.Message
 
-// MessageExt is a stored message as read back.
+// MessageExt is a stored message as read back. Messages read together
+// (ReadQueue, Messages, consumers) are decoded into shared blocks of 14 KiB
+// (message.Batch): each is the caller's to keep or change, and keeping one
+// keeps its blocks alive.
 type MessageExt = message.MessageExt
 
 // MessageView reads a stored message in place; valid only inside the

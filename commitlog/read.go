@@ -27,18 +27,54 @@ func (l *Log) Read(off int64, fn func(Record) error) (err error) {
 	if snap.closed {
 		return errs.ErrClosed
 	}
+	defer debug.SetPanicOnFault(guardFaults())
+	defer l.catchFault(&err)
+	r, err := l.recordAt(snap, w, off)
+	if err != nil {
+		return err
+	}
+	return fn(r)
+}
+
+// ReadMany is Read for each offset of offs, in order, under one pin of the
+// segment list: fn(i, r) gets the record at offs[i], verified as Read
+// verifies it (frame, stored offset, CRC32-C). It stops at the first
+// offset that fails (with Read's error) or the first error fn returns, and
+// returns how many records fn accepted before that.
+func (l *Log) ReadMany(offs []int64, fn func(i int, r Record) error) (n int, err error) {
+	w := l.wrote.Load() // before pinning, as in Read
+	snap := l.pin()
+	defer l.unpin(snap)
+	if snap.closed {
+		return 0, errs.ErrClosed
+	}
+	defer debug.SetPanicOnFault(guardFaults())
+	defer l.catchFault(&err)
+	for ; n < len(offs); n++ { // n is right even if a fault ends the loop
+		r, err := l.recordAt(snap, w, offs[n])
+		if err != nil {
+			return n, err
+		}
+		if err := fn(n, r); err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+// recordAt finds and verifies the record at off in snap, which holds every
+// segment below w. The caller guards against faults.
+func (l *Log) recordAt(snap *snapshot, w, off int64) (Record, error) {
 	if off < 0 || off >= w {
-		return fmt.Errorf("mqlite/commitlog: offset %d outside [%d, %d): %w", off, l.MinOffset(), w, errs.ErrNotFound)
+		return Record{}, fmt.Errorf("mqlite/commitlog: offset %d outside [%d, %d): %w", off, l.MinOffset(), w, errs.ErrNotFound)
 	}
 	s := snap.at(off, l.opts.SegmentSize)
 	if s == nil {
 		if len(snap.segs) > 0 && off < snap.segs[0].start {
-			return removedErr(off, snap.segs[0].start)
+			return Record{}, removedErr(off, snap.segs[0].start)
 		}
-		return fmt.Errorf("mqlite/commitlog: offset %d: %w", off, errs.ErrNotFound)
+		return Record{}, fmt.Errorf("mqlite/commitlog: offset %d: %w", off, errs.ErrNotFound)
 	}
-	defer debug.SetPanicOnFault(guardFaults())
-	defer l.catchFault(&err)
 	pos := off - s.start
 	n, k, reason := l.check(s, pos, true)
 	switch k {
@@ -47,13 +83,13 @@ func (l *Log) Read(off int64, fn func(Record) error) (err error) {
 		// Only a frame with our magic is a damaged record; check() also
 		// reports garbage in the last bytes of a segment, where no frame fits.
 		if pos+8 <= l.opts.SegmentSize && le.Uint32(s.buf[pos+4:]) == MagicV1 {
-			return errs.Corrupt(s.path, pos, "%s", reason)
+			return Record{}, errs.Corrupt(s.path, pos, "%s", reason)
 		}
-		return fmt.Errorf("mqlite/commitlog: no record starts at offset %d: %w", off, errs.ErrNotFound)
+		return Record{}, fmt.Errorf("mqlite/commitlog: no record starts at offset %d: %w", off, errs.ErrNotFound)
 	default:
-		return fmt.Errorf("mqlite/commitlog: no record starts at offset %d: %w", off, errs.ErrNotFound)
+		return Record{}, fmt.Errorf("mqlite/commitlog: no record starts at offset %d: %w", off, errs.ErrNotFound)
 	}
-	return fn(Record{Offset: off, Size: int(n), Payload: s.buf[pos+FrameSize : pos+n]})
+	return Record{Offset: off, Size: int(n), Payload: s.buf[pos+FrameSize : pos+n]}, nil
 }
 
 // Scan calls fn for each record in [from, to), in order, skipping

@@ -33,7 +33,10 @@
 // the queue's cache is full (QueueCacheCount messages or QueueCacheBytes).
 // A PushConsumer hands batches to a bounded pool of handler goroutines
 // through a FIFO of queue tokens; a worker takes the next batch from the
-// queue itself, so batches start in offset order. Concurrent consumers run
+// queue itself, so batches start in offset order, and goes on with that
+// queue's next batches (up to 32 in a row) while it has tokens no one
+// claimed. A token wakes one parked worker, which wakes the next if tokens
+// remain. Concurrent consumers run
 // many batches of a queue at once and commit the lowest offset not yet
 // consumed; a failed batch goes to Store.SendBack (or is retried locally
 // after SuspendInterval when that fails). Orderly consumers run at most one

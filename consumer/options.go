@@ -170,10 +170,11 @@ type Options struct {
 	// SuspendInterval is the pause before a failed message is consumed
 	// again locally (default 1 s, at most 30 s), on the Manager's clock.
 	SuspendInterval time.Duration
-	// ConsumeTimeout bounds one handler call (default 15 min). When it
-	// passes (checked every ConsumeTimeout/4 on the clock), the handler's
-	// ctx is cancelled and the batch counts as failed whatever the handler
-	// returns.
+	// ConsumeTimeout bounds one handler call (default 15 min). A call that
+	// two checks ConsumeTimeout apart find running (checks run every
+	// ConsumeTimeout/4 on the clock, so this happens between ConsumeTimeout
+	// and 1.5 ConsumeTimeout after it started) has its ctx cancelled and
+	// counts as failed whatever the handler returns.
 	ConsumeTimeout time.Duration
 	// QueueCacheCount is the most messages fetched but not yet consumed
 	// (push) or not yet polled (pull) per queue (default 1000). Fetching

@@ -14,13 +14,13 @@ const orderlyBatchesPerTask = 32
 func (m *member) consumeOrderly(p *pq, slot int) {
 	for range orderlyBatchesPerTask {
 		p.mu.Lock()
-		if !p.consumableLocked() || len(p.mu.msgs) == 0 {
+		if !p.consumableLocked() || p.mu.msgs.len() == 0 {
 			p.mu.consuming = false
 			p.mu.Unlock()
 			return
 		}
-		k := min(m.o.ConsumeBatchSize, len(p.mu.msgs))
-		batch := p.mu.msgs[:k:k]
+		k := min(m.o.ConsumeBatchSize, p.mu.msgs.len())
+		batch := p.mu.msgs.peek(k)
 		p.mu.running++
 		p.mu.Unlock()
 
@@ -54,8 +54,8 @@ func (m *member) consumeOrderly(p *pq, slot int) {
 		p.mu.Lock()
 		p.mu.running--
 		if done > 0 {
-			finished := p.popLocked(done)
-			p.uncacheLocked(finished)
+			p.mu.msgs.drop(done) // batch[:done], still at the front: only this task takes from it
+			p.uncacheLocked(batch[:done])
 			p.commitLocked()
 			if done == k {
 				p.mu.attempts = 0

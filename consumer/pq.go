@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mqlite/mqlite/message"
@@ -41,6 +42,12 @@ type pq struct {
 	// paused by flow control waits on it.
 	space chan struct{}
 
+	// tokens counts the pq's tokens on the work queue: the low 32 bits
+	// those no worker claimed yet, the high 32 bits those a worker claimed
+	// while finishing a batch (claimNext) and that are still on the queue.
+	// Their sum is the number of the pq's tokens on the queue.
+	tokens atomic.Uint64
+
 	mu struct {
 		sync.Mutex
 		state   pqState
@@ -48,9 +55,9 @@ type pq struct {
 		revoked bool      // lock taken over: commits are ignored
 		cancel  context.CancelFunc
 
-		next  int64                 // fetch position: the offset after the last entry examined
-		gen   uint64                // bumped by Seek: results of older pulls are discarded
-		msgs  []*message.MessageExt // fetched, not yet handed to a handler (push) or to Poll (pull)
+		next  int64    // fetch position: the offset after the last entry examined
+		gen   uint64   // bumped by Seek: results of older pulls are discarded
+		msgs  msgQueue // fetched, not yet handed to a handler (push) or to Poll (pull)
 		retry [][]*message.MessageExt
 
 		track       tracker // concurrent push: offsets fetched and not yet acked
@@ -63,6 +70,47 @@ type pq struct {
 
 		delivered  int64 // pull: everything below was returned by Poll or filtered out
 		pullCancel context.CancelFunc
+	}
+}
+
+const claimedToken = 1 << 32 // one token claimed by claimNext, in pq.tokens
+
+// addTokens counts n new tokens of p (before they are put on the queue).
+func (p *pq) addTokens(n int) { p.tokens.Add(uint64(n)) }
+
+// claimNext claims one of p's tokens for a worker that goes on with p's
+// next batch; false if no unclaimed token is left. The token stays on the
+// queue: popToken drops it, and the earliest of p's tokens on the queue
+// are the ones dropped, so p does not move ahead of other queues.
+func (p *pq) claimNext() bool {
+	for {
+		t := p.tokens.Load()
+		if uint32(t) == 0 {
+			return false
+		}
+		if p.tokens.CompareAndSwap(t, t-1+claimedToken) {
+			return true
+		}
+	}
+}
+
+// popToken accounts for one of p's tokens taken off the queue: true if it
+// is to be consumed, false if claimNext claimed it already.
+func (p *pq) popToken() bool {
+	for {
+		t := p.tokens.Load()
+		var n uint64
+		switch {
+		case t >= claimedToken:
+			n = t - claimedToken
+		case t > 0:
+			n = t - 1
+		default:
+			return false // not counted; cannot happen
+		}
+		if p.tokens.CompareAndSwap(t, n) {
+			return t < claimedToken
+		}
 	}
 }
 
@@ -140,7 +188,7 @@ func (p *pq) release() {
 	if p.m.kind == kindPush {
 		p.commitLocked()
 	}
-	p.mu.msgs, p.mu.retry = nil, nil
+	p.mu.msgs, p.mu.retry = msgQueue{}, nil
 	p.mu.track = tracker{}
 	p.mu.cachedN, p.mu.cachedBytes = 0, 0
 	p.mu.Unlock()
@@ -164,8 +212,8 @@ func (p *pq) storeLocked(off int64) {
 func (p *pq) commitLocked() {
 	off := p.mu.next
 	if p.m.o.Orderly {
-		if len(p.mu.msgs) > 0 {
-			off = p.mu.msgs[0].QueueOffset
+		if p.mu.msgs.len() > 0 {
+			off = p.mu.msgs.front().QueueOffset
 		}
 	} else if f, ok := p.mu.track.front(); ok {
 		off = f
@@ -177,9 +225,19 @@ func (p *pq) commitLocked() {
 // fetcher.
 func (p *pq) uncacheLocked(msgs []*message.MessageExt) {
 	for _, msg := range msgs {
-		p.mu.cachedN--
-		p.mu.cachedBytes -= msgBytes(msg)
+		p.uncacheOne(msg)
 	}
+	p.spaceLocked()
+}
+
+// uncacheOne forgets msg from the flow-control counters.
+func (p *pq) uncacheOne(msg *message.MessageExt) {
+	p.mu.cachedN--
+	p.mu.cachedBytes -= msgBytes(msg)
+}
+
+// spaceLocked wakes a fetcher paused by flow control.
+func (p *pq) spaceLocked() {
 	select {
 	case p.space <- struct{}{}:
 	default:
@@ -328,7 +386,7 @@ func (p *pq) skipToMin(gen uint64, from int64) bool {
 	p.m.stats.skipped.Add(minOff - from)
 	p.mu.next = minOff
 	if p.m.kind == kindPull {
-		if len(p.mu.msgs) == 0 {
+		if p.mu.msgs.len() == 0 {
 			p.mu.delivered = minOff
 		}
 	} else {
@@ -360,24 +418,20 @@ func (p *pq) deliver(gen uint64, msgs []*message.MessageExt, next int64) {
 			p.mu.track.push(msg.QueueOffset)
 		}
 	}
-	if p.mu.msgs == nil {
-		p.mu.msgs = msgs
-	} else {
-		p.mu.msgs = append(p.mu.msgs, msgs...)
-	}
+	p.mu.msgs.add(msgs)
 	p.mu.next = next
 	m.stats.fetched.Add(int64(len(msgs)))
 	tokens := 0
 	switch {
 	case m.kind == kindPull:
-		if len(p.mu.msgs) == 0 {
+		if p.mu.msgs.len() == 0 {
 			p.mu.delivered = next
 		}
 	case m.o.Orderly:
-		if len(p.mu.msgs) == 0 {
+		if p.mu.msgs.len() == 0 {
 			p.commitLocked()
 		}
-		if !p.mu.consuming && len(p.mu.msgs) > 0 {
+		if !p.mu.consuming && p.mu.msgs.len() > 0 {
 			p.mu.consuming = true
 			tokens = 1
 		}
@@ -398,16 +452,86 @@ func (p *pq) deliver(gen uint64, msgs []*message.MessageExt, next int64) {
 }
 
 // popLocked removes the first k cached messages (they were handed out).
-func (p *pq) popLocked(k int) []*message.MessageExt {
-	out := p.mu.msgs[:k:k]
-	if k == len(p.mu.msgs) {
-		// Start a new array: out still aliases the old one, and later
-		// appends must not write into it.
-		p.mu.msgs = nil
-	} else {
-		p.mu.msgs = p.mu.msgs[k:]
+func (p *pq) popLocked(k int) []*message.MessageExt { return p.mu.msgs.pop(k) }
+
+// msgQueue is the FIFO of a pq's cached messages: the slices Pull
+// returned, kept as they are, so that adding a pull copies nothing. The
+// slices it hands out are the caller's: they are capped, and the queue
+// moves past them and never writes into them.
+type msgQueue struct {
+	chunks [][]*message.MessageExt // none empty
+	head   int                     // chunks[:head] are spent
+	n      int
+}
+
+func (q *msgQueue) len() int { return q.n }
+
+// add appends msgs.
+func (q *msgQueue) add(msgs []*message.MessageExt) {
+	if len(msgs) == 0 {
+		return
+	}
+	if q.head > 0 && q.head == len(q.chunks) {
+		clear(q.chunks)
+		q.chunks, q.head = q.chunks[:0], 0
+	}
+	q.chunks = append(q.chunks, msgs)
+	q.n += len(msgs)
+}
+
+// front is the first message; the queue must not be empty.
+func (q *msgQueue) front() *message.MessageExt { return q.chunks[q.head][0] }
+
+// peek returns the first k messages without removing them (k <= len); a
+// copy when they span pulls.
+func (q *msgQueue) peek(k int) []*message.MessageExt {
+	if c := q.chunks[q.head]; k <= len(c) {
+		return c[:k:k]
+	}
+	out := make([]*message.MessageExt, 0, k)
+	for i := q.head; len(out) < k; i++ {
+		c := q.chunks[i]
+		out = append(out, c[:min(len(c), k-len(out))]...)
 	}
 	return out
+}
+
+// pop removes and returns the first k messages (k <= len).
+func (q *msgQueue) pop(k int) []*message.MessageExt {
+	out := q.peek(k)
+	q.drop(k)
+	return out
+}
+
+// drop removes the first k messages (k <= len).
+func (q *msgQueue) drop(k int) {
+	q.n -= k
+	for k > 0 {
+		c := q.chunks[q.head]
+		if k < len(c) {
+			q.chunks[q.head] = c[k:]
+			break
+		}
+		k -= len(c)
+		q.chunks[q.head] = nil
+		q.head++
+	}
+	if q.head == len(q.chunks) {
+		q.chunks, q.head = q.chunks[:0], 0
+	} else if q.head > 64 && q.head > len(q.chunks)/2 {
+		n := copy(q.chunks, q.chunks[q.head:])
+		clear(q.chunks[n:])
+		q.chunks, q.head = q.chunks[:n], 0
+	}
+}
+
+// all calls fn for every cached message, in order.
+func (q *msgQueue) all(fn func(*message.MessageExt)) {
+	for _, c := range q.chunks[q.head:] {
+		for _, m := range c {
+			fn(m)
+		}
+	}
 }
 
 // tracker is the ordered set of offsets a concurrent push queue fetched

@@ -197,12 +197,16 @@ func (m *member) take(max int) []*message.MessageExt {
 		}
 		p := list[(start+i)%len(list)]
 		p.mu.Lock()
-		if p.consumableLocked() && len(p.mu.msgs) > 0 {
-			got := p.popLocked(min(max-len(out), len(p.mu.msgs)))
-			out = append(out, got...)
+		if p.consumableLocked() && p.mu.msgs.len() > 0 {
+			got := p.popLocked(min(max-len(out), p.mu.msgs.len()))
+			if out == nil {
+				out = got // the caller's alone: popLocked caps it and the cache moves past it
+			} else {
+				out = append(out, got...)
+			}
 			p.uncacheLocked(got)
-			if len(p.mu.msgs) > 0 {
-				p.mu.delivered = p.mu.msgs[0].QueueOffset
+			if p.mu.msgs.len() > 0 {
+				p.mu.delivered = p.mu.msgs.front().QueueOffset
 			} else {
 				p.mu.delivered = p.mu.next
 			}
@@ -309,8 +313,9 @@ func (p *pq) seek(offset int64) error {
 	if !p.consumableLocked() {
 		return fmt.Errorf("mqlite/consumer: queue %s is no longer held: %w", p.q, ErrNotFound)
 	}
-	p.uncacheLocked(p.mu.msgs)
-	p.mu.msgs = nil
+	p.mu.msgs.all(func(m *message.MessageExt) { p.uncacheOne(m) })
+	p.spaceLocked()
+	p.mu.msgs = msgQueue{}
 	p.mu.next, p.mu.delivered = offset, offset
 	p.mu.gen++
 	if p.mu.pullCancel != nil {

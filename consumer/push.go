@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime/debug"
-	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mqlite/mqlite/message"
@@ -36,8 +36,14 @@ func (r ConsumeResult) String() string {
 
 // Handler consumes a batch of at most ConsumeBatchSize messages, all of
 // one queue and in queue order. ctx is cancelled when the consume timeout
-// passes or the consumer is closed. A panic counts as ReconsumeLater; any
-// result other than ConsumeSuccess counts as ReconsumeLater.
+// passes or the consumer is closed; it serves the call only (later calls
+// on the same handler goroutine may get the same ctx, so it is not
+// cancelled when the call returns). A panic counts as ReconsumeLater; any
+// result other than ConsumeSuccess counts as ReconsumeLater. The messages
+// stay valid after the call and may be kept (the store may decode
+// messages into shared memory blocks, mqlite's of 14 KiB, so keeping one
+// keeps its blocks alive); a batch retried locally is handed over again as
+// the same values.
 type Handler func(ctx context.Context, msgs []*message.MessageExt) ConsumeResult
 
 // PushConsumer calls a handler for the messages of the queues the group
@@ -131,7 +137,7 @@ func (c *PushConsumer) Start(h Handler) error {
 	}
 	err := m.start(func() {
 		m.h = h
-		m.work = newWorkQueue(m.o.Goroutines)
+		m.work = newWorkQueue()
 		m.delay = newDelayer(m.clk)
 		m.slots = make([]runSlot, m.o.Goroutines)
 		for i := range m.slots {
@@ -217,16 +223,31 @@ func (c *PushConsumer) Assignment() []Queue { return c.m.targetQueues() }
 func (c *PushConsumer) Stats() Stats { return c.m.statsSnapshot() }
 
 // runSlot is worker i's handler call in progress, for the consume
-// timeout check. Its mutex is taken by the worker (twice per batch) and by
-// the control goroutine's check only.
+// timeout check, and the worker's counters. The worker touches only
+// atomics per call; the check (on the control goroutine) decides from two
+// observations of the same running call, ConsumeTimeout apart on the
+// clock, so a call costs no clock read and no lock.
 type runSlot struct {
 	parent  context.Context // the worker's context, a child of member.ctx
 	release context.CancelFunc
-	mu      sync.Mutex
-	active  bool
-	start   time.Time
-	cancel  context.CancelFunc
-	timed   bool // the call timed out
+
+	// seq is odd while a call runs and counts calls. The worker ends call
+	// s with CompareAndSwap(s, s+1); the check cancels it with the same
+	// swap, so exactly one of them ends it.
+	seq atomic.Uint64
+	// ctx is the handler context of the worker's calls: one is reused
+	// until the check cancels it, so a call costs no context of its own.
+	// The worker writes ctx and cancel only between calls, after a
+	// timeout; the check reads cancel after seeing the call start.
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	// The check's memory of the running call: its seq and when it was
+	// first seen. Control goroutine only.
+	seenSeq uint64
+	seenAt  time.Time
+
+	_ [64]byte // keep the next worker's slot off this cache line
 }
 
 // worker is one of the push consumer's handler goroutines.
@@ -250,23 +271,20 @@ func (m *member) worker(slot int) {
 // as ReconsumeLater.
 func (m *member) call(slot int, batch []*message.MessageExt) ConsumeResult {
 	rs := &m.slots[slot]
-	ctx, cancel := context.WithCancel(rs.parent)
-	now := m.clk.Now()
-	rs.mu.Lock()
-	rs.active, rs.start, rs.cancel, rs.timed = true, now, cancel, false
-	rs.mu.Unlock()
-	res := m.invoke(ctx, batch)
-	rs.mu.Lock()
-	timedOut := rs.timed
-	rs.active, rs.cancel = false, nil
-	rs.mu.Unlock()
-	cancel()
-	if timedOut {
+	if rs.ctx == nil {
+		rs.ctx, rs.cancel = context.WithCancel(rs.parent)
+	}
+	s := rs.seq.Add(1) // odd: running
+	res := m.invoke(rs.ctx, batch)
+	if !rs.seq.CompareAndSwap(s, s+1) {
+		// The check ended the call and cancelled ctx: the next call gets
+		// a new one.
+		rs.ctx, rs.cancel = nil, nil
 		m.stats.timeouts.Add(1)
 		res = ReconsumeLater
 	}
 	if res == ConsumeSuccess {
-		m.stats.consumed.Add(int64(len(batch)))
+		m.stats.addConsumed(slot, int64(len(batch)))
 	} else {
 		m.stats.failed.Add(int64(len(batch)))
 	}
@@ -287,31 +305,55 @@ func (m *member) invoke(ctx context.Context, batch []*message.MessageExt) (res C
 	return res
 }
 
-// checkTimeouts cancels handler calls running longer than ConsumeTimeout.
+// checkTimeouts cancels handler calls running longer than ConsumeTimeout:
+// a call is timed out once two checks at least ConsumeTimeout apart saw it
+// running, so between ConsumeTimeout and ConsumeTimeout plus two check
+// intervals after it started.
 func (m *member) checkTimeouts() {
 	now := m.clk.Now()
 	for i := range m.slots {
 		rs := &m.slots[i]
-		rs.mu.Lock()
-		var cancel context.CancelFunc
-		if rs.active && !rs.timed && now.Sub(rs.start) >= m.o.ConsumeTimeout {
-			rs.timed, cancel = true, rs.cancel
-		}
-		rs.mu.Unlock()
-		if cancel != nil {
-			m.log.Warn("mqlite/consumer: consume timeout; cancelling the handler", "after", now.Sub(rs.start))
-			cancel()
+		s := rs.seq.Load()
+		switch {
+		case s&1 == 0: // idle
+			rs.seenSeq = 0
+		case s != rs.seenSeq: // a call not seen before
+			rs.seenSeq, rs.seenAt = s, now
+		case now.Sub(rs.seenAt) >= m.o.ConsumeTimeout:
+			cancel := rs.cancel // before the swap: the worker replaces it only after
+			if rs.seq.CompareAndSwap(s, s+1) {
+				m.log.Warn("mqlite/consumer: consume timeout; cancelling the handler", "after", now.Sub(rs.seenAt))
+				cancel()
+			}
+			rs.seenSeq = 0
 		}
 	}
 }
 
+// concurrentBatchesPerTask is how many batches of one queue a worker
+// consumes in a row, taking the next one as it finishes the last (one lock
+// instead of a trip through the work queue), before it goes back to the
+// work queue, so that busy queues share the pool fairly.
+const concurrentBatchesPerTask = 32
+
 // consumeConcurrent takes one batch of p (local redeliveries first) and
-// consumes it.
+// consumes it, then, while p has batches announced and not yet taken, up
+// to concurrentBatchesPerTask-1 more.
 func (m *member) consumeConcurrent(p *pq, slot int) {
 	p.mu.Lock()
+	batch := m.takeLocked(p)
+	p.mu.Unlock()
+	for n := 1; batch != nil; n++ {
+		res := m.call(slot, batch)
+		batch = m.finishConcurrent(p, batch, res, n < concurrentBatchesPerTask)
+	}
+}
+
+// takeLocked takes p's next batch (a local redelivery first) for a
+// handler call, or returns nil.
+func (m *member) takeLocked(p *pq) []*message.MessageExt {
 	if !p.consumableLocked() {
-		p.mu.Unlock()
-		return
+		return nil
 	}
 	var batch []*message.MessageExt
 	if len(p.mu.retry) > 0 {
@@ -319,22 +361,21 @@ func (m *member) consumeConcurrent(p *pq, slot int) {
 		p.mu.retry[0] = nil
 		p.mu.retry = p.mu.retry[1:]
 	} else {
-		k := min(m.o.ConsumeBatchSize, len(p.mu.msgs))
+		k := min(m.o.ConsumeBatchSize, p.mu.msgs.len())
 		if k == 0 {
-			p.mu.Unlock()
-			return
+			return nil
 		}
 		batch = p.popLocked(k)
 	}
 	p.mu.running++
-	p.mu.Unlock()
-	res := m.call(slot, batch)
-	m.finishConcurrent(p, batch, res)
+	return batch
 }
 
 // finishConcurrent acks what was consumed or sent back, schedules a local
-// redelivery of the rest, commits, and releases a drained queue.
-func (m *member) finishConcurrent(p *pq, batch []*message.MessageExt, res ConsumeResult) {
+// redelivery of the rest, commits, and releases a drained queue. With more,
+// it takes p's next batch under the same lock when one is announced on the
+// work queue (claiming its token), and returns it.
+func (m *member) finishConcurrent(p *pq, batch []*message.MessageExt, res ConsumeResult, more bool) []*message.MessageExt {
 	acks, failed := batch, []*message.MessageExt(nil)
 	switch {
 	case res == ConsumeSuccess:
@@ -375,6 +416,10 @@ func (m *member) finishConcurrent(p *pq, batch []*message.MessageExt, res Consum
 		p.commitLocked()
 	}
 	rel := p.mu.state == pqDraining && p.mu.running == 0
+	var next []*message.MessageExt
+	if more && !rel && m.ctx.Err() == nil && p.consumableLocked() && p.claimNext() {
+		next = m.takeLocked(p)
+	}
 	p.mu.Unlock()
 	if len(failed) > 0 && !rel {
 		m.delay.after(m.o.SuspendInterval, func() { p.redeliver(failed) })
@@ -382,6 +427,7 @@ func (m *member) finishConcurrent(p *pq, batch []*message.MessageExt, res Consum
 	if rel {
 		p.release()
 	}
+	return next
 }
 
 // redeliver queues a failed batch for another local attempt.

@@ -275,6 +275,214 @@ func TestPushConsumeTimeout(t *testing.T) {
 	})
 }
 
+// The consume timeout cancels a call no earlier than ConsumeTimeout after
+// it started and no later than two check intervals (ConsumeTimeout/4
+// each) past that.
+func TestPushConsumeTimeoutBounds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fake := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+		e := newEnvNoCleanup(t, fake)
+		defer e.close()
+		e.st.createTopic("t", 1)
+		const timeout = 4 * time.Minute
+		const tick = timeout / 4
+		started := make(chan time.Time, 1)
+		cancelled := make(chan time.Time, 1)
+		c := e.push("g", Options{ConsumeTimeout: timeout, ConsumeFromWhere: ConsumeFromFirstOffset}, "t",
+			func(ctx context.Context, msgs []*message.MessageExt) ConsumeResult {
+				if msgs[0].ReconsumeTimes > 0 {
+					return ConsumeSuccess
+				}
+				started <- fake.Now()
+				<-ctx.Done()
+				cancelled <- fake.Now()
+				return ConsumeSuccess
+			})
+		fake.Advance(tick / 2) // the call starts between two checks
+		synctest.Wait()
+		e.st.put("t", 0, "", "slow")
+		synctest.Wait()
+		begin := <-started
+		var end time.Time
+		for step := 0; end.IsZero(); step++ {
+			if step > 10 {
+				t.Fatal("never cancelled")
+			}
+			fake.Advance(tick)
+			synctest.Wait()
+			select {
+			case end = <-cancelled:
+			default:
+			}
+		}
+		if d := end.Sub(begin); d < timeout || d > timeout+2*tick {
+			t.Fatalf("cancelled %s after the call started, want [%s, %s]", d, timeout, timeout+2*tick)
+		}
+		if s := c.Stats(); s.Timeouts != 1 || s.Failed != 1 {
+			t.Fatalf("stats %+v", s)
+		}
+		if err := c.Close(); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// Handler contexts are reused across calls of a worker, but a call after
+// a timeout gets a fresh one: only the call that timed out sees its ctx
+// cancelled.
+func TestPushContextAfterTimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fake := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+		e := newEnvNoCleanup(t, fake)
+		defer e.close()
+		e.st.createTopic("t", 1)
+		const timeout = time.Minute
+		var errs []error // handler calls are serial: one goroutine
+		var ctxs []context.Context
+		c := e.push("g", Options{ConsumeTimeout: timeout, Goroutines: 1, ConsumeFromWhere: ConsumeFromFirstOffset}, "t",
+			func(ctx context.Context, msgs []*message.MessageExt) ConsumeResult {
+				if string(msgs[0].Body) == "slow" && msgs[0].ReconsumeTimes == 0 {
+					<-ctx.Done()
+				}
+				errs = append(errs, ctx.Err())
+				ctxs = append(ctxs, ctx)
+				return ConsumeSuccess
+			})
+		e.st.put("t", 0, "", "a")
+		e.st.put("t", 0, "", "b")
+		synctest.Wait()
+		e.st.put("t", 0, "", "slow")
+		synctest.Wait()
+		fake.Advance(timeout) // a check sees the call running
+		synctest.Wait()
+		fake.Advance(timeout) // the next one, a timeout later, cancels it
+		synctest.Wait()
+		e.st.put("t", 0, "", "c")
+		synctest.Wait()
+		if len(errs) < 4 {
+			t.Fatalf("%d handler calls, want at least 4", len(errs))
+		}
+		want := []error{nil, nil, context.Canceled, nil}
+		for i, w := range want {
+			if errs[i] != w {
+				t.Fatalf("call %d saw ctx.Err() %v, want %v (all: %v)", i, errs[i], w, errs)
+			}
+		}
+		if ctxs[0] != ctxs[1] || ctxs[1] != ctxs[2] || ctxs[3] == ctxs[2] {
+			t.Fatal("want one ctx for the calls up to the timeout and a new one after it")
+		}
+		if s := c.Stats(); s.Timeouts != 1 {
+			t.Fatalf("stats %+v", s)
+		}
+		if err := c.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if ctxs[3].Err() == nil {
+			t.Fatal("Close did not cancel the handler context")
+		}
+	})
+}
+
+// A worker goes on with the next batch of the queue it just consumed, but
+// only concurrentBatchesPerTask batches in a row, and those count against
+// the queue's earliest tokens: a queue with a deep backlog does not move
+// ahead of the work queue's order by more than that. Every message is
+// delivered once, each queue's in offset order.
+func TestPushBusyQueueDoesNotStarveOthers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnvNoCleanup(t, clock.Real)
+		defer e.close()
+		e.st.createTopic("t", 2)
+		const deep = 3000
+		var order []int32 // queue of each handler call; one worker: serial
+		next := map[int32]int64{}
+		var outOfOrder int
+		gate := make(chan struct{})
+		c := e.push("g", Options{Goroutines: 1, QueueCacheCount: 5000, ConsumeMaxSpan: 5000, ConsumeFromWhere: ConsumeFromFirstOffset}, "t",
+			func(ctx context.Context, msgs []*message.MessageExt) ConsumeResult {
+				<-gate // the first call waits until every token is queued
+				m := msgs[0]
+				if m.QueueOffset != next[m.QueueID] {
+					outOfOrder++
+				}
+				next[m.QueueID] = m.QueueOffset + 1
+				order = append(order, m.QueueID)
+				return ConsumeSuccess
+			})
+		// Work queue: 32 tokens of queue 0 (the first pull; the worker
+		// holds the first), 5 of queue 1, then the rest of queue 0's.
+		for i := range 32 {
+			e.st.put("t", 0, "", fmt.Sprintf("a-%d", i))
+		}
+		synctest.Wait()
+		for i := range 5 {
+			e.st.put("t", 1, "", fmt.Sprintf("b-%d", i))
+		}
+		synctest.Wait()
+		for i := 32; i < deep; i++ {
+			e.st.put("t", 0, "", fmt.Sprintf("a-%d", i))
+		}
+		synctest.Wait()
+		fetched := c.Stats().Fetched
+		close(gate)
+		synctest.Wait()
+		if fetched != deep+5 {
+			t.Fatalf("fetched %d before the first call, want all %d", fetched, deep+5)
+		}
+		if len(order) != deep+5 || next[0] != deep || next[1] != 5 || outOfOrder != 0 {
+			t.Fatalf("%d calls, next offsets %v, %d out of order", len(order), next, outOfOrder)
+		}
+		last := -1
+		for i, q := range order {
+			if q == 1 {
+				last = i
+			}
+		}
+		// In work-queue order queue 1's calls are 33..37; going on with
+		// queue 0 may move them back by at most one run of batches.
+		if concurrentBatchesPerTask > 32 || last >= 37+32 {
+			t.Fatalf("queue 1's last message was call %d of %d: starved by queue 0", last+1, len(order))
+		}
+		if err := c.Close(); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// Tokens wake parked workers one after another (each wakes the next while
+// tokens remain), so a backlog still runs on every worker at once.
+func TestPushWorkersWakeEachOther(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnvNoCleanup(t, clock.Real)
+		defer e.close()
+		e.st.createTopic("t", 1)
+		const workers = 4
+		arrived := make(chan struct{}, 16)
+		release := make(chan struct{})
+		c := e.push("g", Options{Goroutines: workers, ConsumeFromWhere: ConsumeFromFirstOffset}, "t",
+			func(ctx context.Context, msgs []*message.MessageExt) ConsumeResult {
+				arrived <- struct{}{}
+				<-release
+				return ConsumeSuccess
+			})
+		synctest.Wait() // every worker parked on the empty work queue
+		e.st.putMany("t", 10, "m")
+		synctest.Wait()
+		atOnce := len(arrived)
+		close(release)
+		synctest.Wait()
+		if atOnce != workers {
+			t.Fatalf("%d handler calls running at once, want %d", atOnce, workers)
+		}
+		if n := len(arrived); n != 10 {
+			t.Fatalf("%d handler calls, want 10", n)
+		}
+		if err := c.Close(); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
 // With a blocked handler the consumer caches at most QueueCacheCount
 // messages per queue (and at most QueueCacheBytes plus one pull), and
 // resumes when the handler catches up.

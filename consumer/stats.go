@@ -53,6 +53,19 @@ type QueueStats struct {
 type counters struct {
 	fetched, consumed, failed, sentBack, sendBackErrors, redelivered, dropped,
 	timeouts, panics, skipped, flowControlled atomic.Int64
+
+	// workerConsumed adds to consumed: push workers count there, spread
+	// over cache lines, so that handler calls on different cores do not
+	// write one shared counter.
+	workerConsumed [8]struct {
+		n atomic.Int64
+		_ [56]byte
+	}
+}
+
+// addConsumed counts n messages consumed by push worker slot.
+func (c *counters) addConsumed(slot int, n int64) {
+	c.workerConsumed[slot%len(c.workerConsumed)].n.Add(n)
 }
 
 func (m *member) statsSnapshot() Stats {
@@ -62,6 +75,9 @@ func (m *member) statsSnapshot() Stats {
 		SentBack: c.sentBack.Load(), SendBackErrors: c.sendBackErrors.Load(), Redelivered: c.redelivered.Load(),
 		Dropped: c.dropped.Load(), Timeouts: c.timeouts.Load(), Panics: c.panics.Load(), Skipped: c.skipped.Load(),
 		FlowControlled: c.flowControlled.Load(),
+	}
+	for i := range c.workerConsumed {
+		s.Consumed += c.workerConsumed[i].n.Load()
 	}
 	for _, p := range m.activeList() {
 		p.mu.Lock()

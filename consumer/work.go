@@ -14,9 +14,11 @@ import (
 // of a queue start in offset order and a dropped queue's batches are
 // simply never taken. It is unbounded, but its length is bounded by the
 // per-queue cache limits (at most one token per cached batch, one per
-// orderly queue).
+// orderly queue). The tokens of a pq are interchangeable: a worker
+// finishing a batch may claim one without taking it off the FIFO, and pop
+// then drops the pq's earliest token (see pq.tokens).
 type workQueue struct {
-	signal chan struct{} // cap = workers: a token may be waiting
+	signal chan struct{} // cap 1: a token may be waiting (see wake)
 	quit   chan struct{}
 	mu     struct {
 		sync.Mutex
@@ -25,8 +27,8 @@ type workQueue struct {
 	}
 }
 
-func newWorkQueue(workers int) *workQueue {
-	return &workQueue{signal: make(chan struct{}, workers), quit: make(chan struct{})}
+func newWorkQueue() *workQueue {
+	return &workQueue{signal: make(chan struct{}, 1), quit: make(chan struct{})}
 }
 
 // push adds n tokens for p.
@@ -34,26 +36,32 @@ func (w *workQueue) push(p *pq, n int) {
 	if n <= 0 {
 		return
 	}
+	p.addTokens(n)
 	w.mu.Lock()
 	for range n {
 		w.mu.items = append(w.mu.items, p)
 	}
 	w.mu.Unlock()
-	for range n {
-		select {
-		case w.signal <- struct{}{}:
-		default:
-			return // every worker already has a wake-up pending
-		}
+	w.wake()
+}
+
+// wake lets one waiting worker look at the queue. A worker that takes a
+// token and leaves more behind wakes the next one, so n tokens wake
+// workers one at a time as they are needed, not n at once.
+func (w *workQueue) wake() {
+	select {
+	case w.signal <- struct{}{}:
+	default: // a wake-up is pending already
 	}
 }
 
 // pop takes the next token, or blocks until there is one; false once the
-// queue is closed.
+// queue is closed. Tokens a worker already claimed for its queue (see
+// pq.claimNext) are dropped on the way.
 func (w *workQueue) pop() (*pq, bool) {
 	for {
 		w.mu.Lock()
-		if w.mu.head < len(w.mu.items) {
+		for w.mu.head < len(w.mu.items) {
 			p := w.mu.items[w.mu.head]
 			w.mu.items[w.mu.head] = nil
 			w.mu.head++
@@ -63,8 +71,14 @@ func (w *workQueue) pop() (*pq, bool) {
 				n := copy(w.mu.items, w.mu.items[w.mu.head:])
 				w.mu.items, w.mu.head = w.mu.items[:n], 0
 			}
-			w.mu.Unlock()
-			return p, true
+			if p.popToken() {
+				more := w.mu.head < len(w.mu.items)
+				w.mu.Unlock()
+				if more {
+					w.wake()
+				}
+				return p, true
+			}
 		}
 		w.mu.Unlock()
 		select {

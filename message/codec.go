@@ -331,6 +331,24 @@ func decode(b []byte, off int64, ext *MessageExt) error {
 	if err := CheckPayload(b); err != nil {
 		return err
 	}
+	return decodeInto(b, off, ext, make([]byte, decodedSize(len(b), off)))
+}
+
+// decodedSize is the length of the copy decode makes of a checked payload
+// of n bytes.
+func decodedSize(n int, off int64) int {
+	if off >= 0 {
+		return n - posBody + idSize
+	}
+	return n - posBody
+}
+
+// idSize is the length of a message ID.
+const idSize = 16
+
+// decodeInto is decode of a checked payload into tail, which is
+// decodedSize bytes and not shared with anything else.
+func decodeInto(b []byte, off int64, ext *MessageExt, tail []byte) error {
 	v := View(b)
 	ext.QueueID = v.QueueID()
 	ext.QueueOffset = v.QueueOffset()
@@ -341,11 +359,6 @@ func decode(b []byte, off int64, ext *MessageExt) error {
 	m.BornTimestamp = time.UnixMilli(int64(byteOrder.Uint64(b[posBorn:])))
 	m.ReconsumeTimes = int32(byteOrder.Uint32(b[posReconsume:]))
 	m.PreparedTxOffset = int64(byteOrder.Uint64(b[posPreparedTx:]))
-	idLen := 0
-	if off >= 0 {
-		idLen = 16
-	}
-	tail := make([]byte, len(b)-posBody+idLen)
 	n := copy(tail, b[posBody:])
 	if off >= 0 {
 		putID(tail[n:], off)

@@ -38,10 +38,11 @@ type dispatcher struct {
 	queues map[string][]*consumequeue.Queue // topic -> queue id -> queue (loop only)
 	batch  batch                            // records scanned, not yet applied (dispatch_record.go)
 
-	wake     chan struct{}
-	sleeping atomic.Bool // the loop is (about to be) parked on wake
-	quit     chan struct{}
-	done     chan struct{}
+	wake      chan struct{}
+	sleeping  atomic.Bool  // the loop is (about to be) parked on wake
+	published atomic.Int64 // mu.dispatched, for readers that need no waiter
+	quit      chan struct{}
+	done      chan struct{}
 
 	mu struct {
 		sync.Mutex
@@ -158,6 +159,7 @@ func (d *dispatcher) catchUp(to int64) error {
 	d.next = next
 	d.mu.Lock()
 	d.mu.dispatched = next
+	d.published.Store(next)
 	for k, w := range d.mu.waiters {
 		if w.ready(next) {
 			close(w.ch)
@@ -203,11 +205,7 @@ func (d *dispatcher) waitCh(q *consumequeue.Queue, offset int64) (<-chan struct{
 	return w.ch, nil
 }
 
-func (d *dispatcher) dispatched() int64 {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.mu.dispatched
-}
+func (d *dispatcher) dispatched() int64 { return d.published.Load() }
 
 func (d *dispatcher) failure() error {
 	d.mu.Lock()

@@ -112,6 +112,7 @@ func (s *Store) openRO() error {
 	}
 	s.disp = newDispatcher(s, cq, idx, dispatched)
 	s.disp.mu.dispatched = dispatched
+	s.disp.published.Store(dispatched)
 	if s.txn, err = s.newTxnService(); err != nil {
 		return err
 	}

@@ -133,3 +133,28 @@ func TestGroupCommitSyncsOnlyUnsyncedData(t *testing.T) {
 		require.EqualValues(t, 1, f.calls.Load(), "covered already: no sync")
 	})
 }
+
+// TestGroupCommitKickDuringGather: data appended without a waiter while
+// the loop waits for released senders is synced when the bound ends.
+func TestGroupCommitKickDuringGather(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const d = 400 * time.Microsecond
+		f := &slowLog{d: d}
+		notified := make(chan int64, 4)
+		g := NewGroupCommit(f, GroupCommitOptions{Timeout: -1, OnFlush: func(n int64) { notified <- n }})
+		defer g.Close()
+		f.wrote.Store(2)
+		var wg sync.WaitGroup
+		for i := range 2 {
+			wg.Go(func() { assert.NoError(t, g.Wait(context.Background(), int64(i+1))) })
+		}
+		wg.Wait() // released 2, who do not come back
+		require.EqualValues(t, 2, <-notified)
+		start := time.Now()
+		f.wrote.Store(3)
+		g.Kick()
+		require.EqualValues(t, 3, <-notified)
+		require.Equal(t, 2*d, time.Since(start), "the rest of the gather, then the sync")
+		require.EqualValues(t, 2, f.calls.Load())
+	})
+}

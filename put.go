@@ -240,8 +240,12 @@ func (s *Store) kick() {
 
 // awaitDurable applies the flush mode to data ending at end.
 func (s *Store) awaitDurable(ctx context.Context, end int64) error {
-	s.kick()
+	if s.gc == nil || s.opts.ReadUncommitted {
+		s.disp.notify()
+	}
 	if s.gc != nil {
+		// No Kick: registering starts the sync, or ends the group
+		// commit's wait for the other senders to come back.
 		return s.gc.Wait(ctx, end)
 	}
 	return nil

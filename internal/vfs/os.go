@@ -152,23 +152,7 @@ func (m *osMapping) Sync(off, n int) error {
 	return nil
 }
 
-// unmapChunk is how much of a mapping Unmap releases per munmap call.
-// munmap holds the process's address-space lock for writing while it
-// tears down page tables, and every page fault (the append path's, the Go
-// heap's) waits for it: a 1 GiB segment in one call stalled them for tens
-// of milliseconds; in pieces, each wait is short.
-const unmapChunk = 8 << 20
-
-func (m *osMapping) Unmap() error {
-	// All but the last chunk directly, then the whole mapping through
-	// mmap-go, which forgets it (unmapping a range again is harmless).
-	for off := 0; off+unmapChunk < len(m.m); off += unmapChunk {
-		if err := unix.MunmapPtr(unsafe.Pointer(&m.m[off]), unmapChunk); err != nil {
-			return &os.PathError{Op: "munmap", Path: m.name, Err: err}
-		}
-	}
-	return m.m.Unmap()
-}
+func (m *osMapping) Unmap() error { return m.m.Unmap() }
 
 // Populate asks the kernel to fault in the pages of b for writing ahead of
 // use (MADV_POPULATE_WRITE), so that writes into them take no page fault.

@@ -71,6 +71,7 @@ func (s *Store) monitor() {
 			return
 		case <-t.C():
 		}
+		s.resyncWall()
 		now := s.opts.Clock.Now()
 		if !now.Before(nextDisk) {
 			s.checkDisk()

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/mqlite/mqlite/clock"
 	"github.com/mqlite/mqlite/commitlog"
 	"github.com/mqlite/mqlite/internal/errs"
 	"github.com/mqlite/mqlite/message"
@@ -63,9 +64,37 @@ func (j *putJob) EncodePayload(dst []byte, phys int64) {
 		j.meta.Reroute = &j.route
 	}
 	if j.m.UniqKey == "" {
+		s.uniqSeq++
+		putHex(j.uniq[20:32], s.uniqSeq)
 		j.meta.Uniq = j.uniq[:]
 	}
 	message.Encode(dst, j.m, &j.meta)
+}
+
+// wallBase is a wall-clock reading with its monotonic one, from which
+// nowMs derives the time with a monotonic read only (half the cost of
+// time.Now here). The monitor takes a fresh one every tick, so a step of
+// the wall clock shows within a tick.
+type wallBase struct {
+	at time.Time // with a monotonic reading
+	ns int64     // at.UnixNano()
+}
+
+// resyncWall takes a new wallBase, for the real clock only (a test's fake
+// clock is read directly).
+func (s *Store) resyncWall() {
+	if s.opts.Clock == clock.Real {
+		now := time.Now()
+		s.wallBase.Store(&wallBase{now, now.UnixNano()})
+	}
+}
+
+// nowMs is the store clock in Unix milliseconds.
+func (s *Store) nowMs() int64 {
+	if b := s.wallBase.Load(); b != nil {
+		return (b.ns + int64(time.Since(b.at))) / int64(time.Millisecond)
+	}
+	return s.opts.Clock.Now().UnixMilli()
 }
 
 // nextOffsets returns the next-offset table of topic, long enough for
@@ -113,9 +142,9 @@ func (s *Store) newJob(m *Message, queue int, sys, validated bool) (*putJob, err
 // newRoutedJob is newJob for a message stored under route.Topic (queue is
 // then that topic's).
 func (s *Store) newRoutedJob(m *Message, queue int, sys, validated bool, route *message.Reroute) (*putJob, error) {
-	now := s.opts.Clock.Now()
+	nowMs := s.nowMs()
 	if !validated {
-		if err := message.Validate(m, s.opts.MaxMessageSize, topicLimit(m), uniqLen, now); err != nil {
+		if err := message.Validate(m, s.opts.MaxMessageSize, topicLimit(m), uniqLen, time.UnixMilli(nowMs)); err != nil {
 			return nil, err
 		}
 	}
@@ -132,15 +161,14 @@ func (s *Store) newRoutedJob(m *Message, queue int, sys, validated bool, route *
 	if j.routed {
 		j.route = *route
 	}
-	j.nowMs = now.UnixMilli()
+	j.nowMs = nowMs
 	j.bornMs = j.nowMs
 	if !m.BornTimestamp.IsZero() {
 		j.bornMs = m.BornTimestamp.UnixMilli()
 	}
-	if m.UniqKey == "" {
+	if m.UniqKey == "" { // the sequence number is added under the append lock
 		copy(j.uniq[0:8], s.uniqHex[:])
 		putHex(j.uniq[8:20], uint64(j.bornMs))
-		putHex(j.uniq[20:32], s.uniqSeq.Add(1))
 	}
 	if j.routed {
 		j.size = message.PayloadSizeRouted(m, uniqLen, &j.route)

@@ -68,7 +68,8 @@ type Store struct {
 
 	uniqPrefix uint32
 	uniqHex    [8]byte // uniqPrefix in hex: the start of every generated unique key
-	uniqSeq    atomic.Uint64
+	uniqSeq    uint64  // append lock: the last generated key's sequence number
+	wallBase   atomic.Pointer[wallBase]
 	jobs       sync.Pool
 
 	readOnly    bool // Options.ReadOnly: see readonly.go
@@ -116,6 +117,7 @@ func openFS(fs vfs.FS, dir string, opts *Options) (*Store, error) {
 	s := &Store{opts: o, dir: filepath.Clean(dir), fs: fs, queues: map[string][]int64{},
 		uniqPrefix: rand.Uint32(), cpQuit: make(chan struct{}), cpDone: make(chan struct{})}
 	putHex(s.uniqHex[:], uint64(s.uniqPrefix))
+	s.resyncWall()
 	s.jobs.New = func() any { return &putJob{s: s} }
 	s.explicitSegment = opts != nil && opts.SegmentSize != 0
 	if err := s.open(); err != nil {

@@ -180,16 +180,23 @@ func (l *Log) recover() error {
 		break
 	}
 	end := segs[i].start + pos
+	zeroTail := fresh || k == kZero && l.opts.CleanShutdown
+	var tail [][2]int64 // what may hold data after pos: the rest reads as zeros
+	if !zeroTail {
+		// Reading the rest of a 1 GiB segment would fault in a page for
+		// every 4 KiB never written; the file system can tell which parts
+		// were (vfs.DataRanges), and zeros hold no record.
+		tail = vfs.DataRanges(l.opts.FS, segs[i].path, pos&^(vfs.PageSize-1), l.opts.SegmentSize)
+	}
 	if fresh {
-		// The segment was just created: reading all of it for a torn tail
-		// would fault in every page of a file known to be empty.
+		// The segment was just created: nothing to validate or repair.
 		k = kZero
 	} else if k == kBad || !l.opts.CleanShutdown {
-		if err := l.classifyTail(segs, i, pos, reason); err != nil {
+		if err := l.classifyTail(segs, i, pos, reason, tail); err != nil {
 			return err
 		}
 	}
-	if err := l.truncateAfter(segs, i, pos, k == kZero && (l.opts.CleanShutdown || fresh)); err != nil {
+	if err := l.truncateAfter(segs, i, pos, tail); err != nil {
 		return err
 	}
 	l.report.End = end
@@ -209,7 +216,7 @@ func (l *Log) recover() error {
 // classifyTail decides whether the invalid bytes at (segs[i], pos) are a
 // torn tail (nil) or proven damage (ErrCorrupt), counting what a
 // truncation would discard.
-func (l *Log) classifyTail(segs []*segment, i int, pos int64, reason string) error {
+func (l *Log) classifyTail(segs []*segment, i int, pos int64, reason string, tail [][2]int64) error {
 	x := segs[i].start + pos
 	corrupt := func(at *segment, p int64, why string) error {
 		return errs.Corrupt(segs[i].path, pos, "%s; a valid record at offset %d (%s) proves the data was durable", reason, at.start+p, why)
@@ -230,20 +237,24 @@ func (l *Log) classifyTail(segs []*segment, i int, pos int64, reason string) err
 	s := segs[i]
 	var magic [4]byte
 	le.PutUint32(magic[:], MagicV1)
-	for p := pos + 1; p+BlankSize <= l.opts.SegmentSize; {
-		j := bytes.Index(s.buf[p+4:], magic[:])
-		if j < 0 {
-			break
-		}
-		cand := p + int64(j)
-		if n, k, _ := l.check(s, cand, true); k == kRecord {
-			if err := prove(s, cand); err != nil {
-				return err
+	p := pos + 1
+	for _, r := range tail {
+		p = max(p, r[0])
+		for p+BlankSize <= r[1] {
+			j := bytes.Index(s.buf[p+4:r[1]], magic[:])
+			if j < 0 {
+				break
 			}
-			p = cand + n
-			continue
+			cand := p + int64(j)
+			if n, k, _ := l.check(s, cand, true); k == kRecord {
+				if err := prove(s, cand); err != nil {
+					return err
+				}
+				p = cand + n
+				continue
+			}
+			p = cand + 1
 		}
-		p = cand + 1
 	}
 	for _, s := range segs[i+1:] {
 		for p := int64(0); ; {
@@ -260,22 +271,24 @@ func (l *Log) classifyTail(segs []*segment, i int, pos int64, reason string) err
 	return nil
 }
 
-// truncateAfter zeroes segs[i] from pos (only pages that hold data; none
-// when zeroTail says the rest is known to be zeros) and deletes later
-// segments, durably.
-func (l *Log) truncateAfter(segs []*segment, i int, pos int64, zeroTail bool) error {
+// truncateAfter zeroes segs[i] from pos (only pages that hold data, in
+// the tail ranges that may; none when the rest is known to be zeros) and
+// deletes later segments, durably.
+func (l *Log) truncateAfter(segs []*segment, i int, pos int64, tail [][2]int64) error {
 	s := segs[i]
 	lo, hi := int64(-1), int64(-1)
-	for p := pos; p < l.opts.SegmentSize && !zeroTail; {
-		e := min((p/vfs.PageSize+1)*vfs.PageSize, l.opts.SegmentSize)
-		if !isZero(s.buf[p:e]) {
-			if lo < 0 {
-				lo = p
+	for _, r := range tail {
+		for p := max(pos, r[0]); p < r[1]; {
+			e := min((p/vfs.PageSize+1)*vfs.PageSize, r[1])
+			if !isZero(s.buf[p:e]) {
+				if lo < 0 {
+					lo = p
+				}
+				hi = e
+				clear(s.buf[p:e])
 			}
-			hi = e
-			clear(s.buf[p:e])
+			p = e
 		}
-		p = e
 	}
 	if lo >= 0 {
 		l.report.TruncatedBytes += hi - lo

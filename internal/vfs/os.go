@@ -166,3 +166,46 @@ func Populate(b []byte) {
 		unix.Madvise(b[skip:], unix.MADV_POPULATE_WRITE)
 	}
 }
+
+// DataRanges returns the parts of [from, to) of the file name that may
+// hold data, in order: on the real file system, what lseek's SEEK_DATA
+// and SEEK_HOLE report (holes and never-written preallocated extents read
+// as zeros, so a scan for data can skip them without reading them, which
+// would fault in a page for each); elsewhere, or if the file system cannot
+// tell, all of it.
+func DataRanges(fs FS, name string, from, to int64) [][2]int64 {
+	all := [][2]int64{{from, to}}
+	if from >= to {
+		return nil
+	}
+	f, err := fs.OpenFile(name, os.O_RDONLY, 0)
+	if err != nil {
+		return all
+	}
+	defer f.Close()
+	of, ok := f.(*osFile)
+	if !ok {
+		return all
+	}
+	fd := int(of.f.Fd())
+	var out [][2]int64
+	for off := from; off < to; {
+		data, err := unix.Seek(fd, off, unix.SEEK_DATA)
+		if errors.Is(err, unix.ENXIO) {
+			break // no data after off
+		}
+		if err != nil {
+			return all
+		}
+		if data >= to {
+			break
+		}
+		hole, err := unix.Seek(fd, data, unix.SEEK_HOLE)
+		if err != nil {
+			return all
+		}
+		out = append(out, [2]int64{data, min(hole, to)})
+		off = hole
+	}
+	return out
+}

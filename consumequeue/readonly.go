@@ -187,39 +187,3 @@ func (q *Queue) mapReadOnly(df dataFile) (*segment, error) {
 
 // errChanged: a file changed size between the listing and its opening.
 var errChanged = errors.New("changed under the reader")
-
-// hideAfterPhys is TruncateAfterPhys for a read-only queue: entries whose
-// End is past end stop being visible (MaxOffset moves back); no byte is
-// touched. The caller holds maint and mu.
-func (q *Queue) hideAfterPhys(end int64) error {
-	segs := q.snap.Load().segs
-	if len(segs) == 0 {
-		return nil
-	}
-	first, oldMax := segs[0].start, q.max.Load()
-	newMax := oldMax
-	for newMax > first {
-		e, ok := decodeEntry(q.slot(segs, newMax-1))
-		if ok && (isFiller(e) || e.End() <= end) {
-			break
-		}
-		newMax--
-	}
-	if newMax == oldMax {
-		return nil
-	}
-	var physEnd int64
-	if newMax > first {
-		if e, ok := decodeEntry(q.slot(segs, newMax-1)); ok && !isFiller(e) {
-			physEnd = e.End()
-		}
-	}
-	q.gen.Add(1) // odd: readers retry
-	q.max.Store(newMax)
-	if q.min.Load() > newMax {
-		q.min.Store(newMax)
-	}
-	q.physEnd.Store(physEnd)
-	q.gen.Add(1)
-	return nil
-}

@@ -30,46 +30,24 @@ func (q *Queue) TruncateAfterPhys(end int64) error {
 	if end < 0 {
 		return fmt.Errorf("mqlite/consumequeue: truncate %s after %d: %w", q.dir, end, ErrInvalidArgument)
 	}
-	if q.readOnly {
-		return q.hideAfterPhys(end)
-	}
 	segs := q.snap.Load().segs
-	oldMax := q.max.Load()
 	if len(segs) == 0 {
 		return nil
 	}
-	first := segs[0].start
-	newMax := oldMax
-	for newMax > first {
-		e, ok := decodeEntry(q.slot(segs, newMax-1))
-		if ok && (isFiller(e) || e.End() <= end) {
-			break
-		}
-		newMax--
-	}
+	first, oldMax := segs[0].start, q.max.Load()
+	newMax := q.keptAfterPhys(segs, end)
 	if newMax == oldMax {
+		return nil
+	}
+	if q.readOnly {
+		q.lowerMaxLocked(segs, newMax, nil)
 		return nil
 	}
 	k := int((newMax - first) / q.perFile) // < len(segs): newMax < oldMax
 	s := segs[k]
 	lo := int(newMax-s.start) * EntrySize
 	hi := int(min(oldMax, s.start+q.perFile)-s.start) * EntrySize
-	var physEnd int64
-	if newMax > first {
-		if e, ok := decodeEntry(q.slot(segs, newMax-1)); ok && !isFiller(e) {
-			physEnd = e.End()
-		}
-	}
-
-	q.gen.Add(1) // odd: readers wait
-	q.max.Store(newMax)
-	if q.min.Load() > newMax {
-		q.min.Store(newMax)
-	}
-	q.physEnd.Store(physEnd)
-	clear(s.b[lo:hi])
-	q.gen.Add(1)
-
+	q.lowerMaxLocked(segs, newMax, func() { clear(s.b[lo:hi]) })
 	if err := s.m.Sync(lo, hi-lo); err != nil {
 		q.mu.fenced = err
 		return fmt.Errorf("mqlite/consumequeue: truncate: sync %s: %w: %w", s.path, ErrFenced, err)
@@ -92,6 +70,43 @@ func (q *Queue) TruncateAfterPhys(end int64) error {
 	}
 	q.retireLocked(dropped, append([]*segment(nil), segs[:k+1]...))
 	return nil
+}
+
+// keptAfterPhys is the end (MaxOffset) a truncation after CommitLog
+// offset end leaves: entries whose End is past end go.
+func (q *Queue) keptAfterPhys(segs []*segment, end int64) int64 {
+	first, newMax := segs[0].start, q.max.Load()
+	for newMax > first {
+		e, ok := decodeEntry(q.slot(segs, newMax-1))
+		if ok && (isFiller(e) || e.End() <= end) {
+			break
+		}
+		newMax--
+	}
+	return newMax
+}
+
+// lowerMaxLocked moves MaxOffset back to newMax (and MinOffset with it if
+// needed) under an odd generation, so that readers retry; rewrite, if
+// set, runs inside that window (the writer clears the dropped slots; a
+// read-only queue only hides them).
+func (q *Queue) lowerMaxLocked(segs []*segment, newMax int64, rewrite func()) {
+	var physEnd int64
+	if newMax > segs[0].start {
+		if e, ok := decodeEntry(q.slot(segs, newMax-1)); ok && !isFiller(e) {
+			physEnd = e.End()
+		}
+	}
+	q.gen.Add(1) // odd: readers retry
+	q.max.Store(newMax)
+	if q.min.Load() > newMax {
+		q.min.Store(newMax)
+	}
+	q.physEnd.Store(physEnd)
+	if rewrite != nil {
+		rewrite()
+	}
+	q.gen.Add(1)
 }
 
 // DeleteBelowPhys applies CommitLog retention: it removes the oldest data

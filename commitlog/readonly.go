@@ -6,8 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
-	"sort"
-	"strconv"
 
 	"github.com/mqlite/mqlite/internal/errs"
 	"github.com/mqlite/mqlite/internal/vfs"
@@ -116,27 +114,18 @@ func (l *Log) recoverReadOnly() (err error) {
 // listReadOnly lists the segment files like listSegments, without
 // removing anything and without checking sizes (mapReadOnly does).
 func (l *Log) listReadOnly() ([]int64, error) {
-	dir := l.opts.Dir
-	names, err := l.opts.FS.ReadDir(dir)
+	names, err := l.opts.FS.ReadDir(l.opts.Dir)
 	if err != nil {
-		return nil, diskErr("list", dir, err)
+		return nil, diskErr("list", l.opts.Dir, err)
 	}
 	var starts []int64
 	for _, name := range names {
-		start, perr := strconv.ParseInt(name, 10, 64)
-		if len(name) == 20 && perr == nil && start >= 0 {
+		if start, ok := segmentStart(name); ok {
 			starts = append(starts, start)
 		}
 	}
-	sort.Slice(starts, func(i, j int) bool { return starts[i] < starts[j] })
-	for i, st := range starts {
-		path := filepath.Join(dir, segmentName(st))
-		if st%l.opts.SegmentSize != 0 {
-			return nil, errs.Corrupt(path, 0, "segment start is not a multiple of the segment size %d", l.opts.SegmentSize)
-		}
-		if i > 0 && st != starts[i-1]+l.opts.SegmentSize {
-			return nil, errs.Corrupt(path, 0, "segments are not contiguous: previous starts at %d", starts[i-1])
-		}
+	if err := l.checkContiguous(starts, nil); err != nil {
+		return nil, err
 	}
 	return starts, nil
 }

@@ -78,6 +78,36 @@ func isZero(b []byte) bool {
 	return true
 }
 
+// segmentStart parses a segment file name: 20 decimal digits.
+func segmentStart(name string) (int64, bool) {
+	start, err := strconv.ParseInt(name, 10, 64)
+	return start, len(name) == 20 && err == nil && start >= 0
+}
+
+// checkContiguous sorts starts and checks, segment by segment, that they
+// are aligned to the segment size, follow each other without a gap and
+// pass more (if not nil).
+func (l *Log) checkContiguous(starts []int64, more func(i int, path string) error) error {
+	sort.Slice(starts, func(i, j int) bool { return starts[i] < starts[j] })
+	for i, st := range starts {
+		path := filepath.Join(l.opts.Dir, segmentName(st))
+		if st%l.opts.SegmentSize != 0 {
+			return errs.Corrupt(path, 0, "segment start is not a multiple of the segment size %d", l.opts.SegmentSize)
+		}
+		if i > 0 && st != starts[i-1]+l.opts.SegmentSize {
+			return errs.Corrupt(path, 0, "segments are not contiguous: previous starts at %d", starts[i-1])
+		}
+		if more != nil {
+			if err := more(i, path); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// listSegments lists the segments in order, removing leftover temporary
+// files and checking that every sealed one has the full size.
 func (l *Log) listSegments() ([]int64, error) {
 	dir := l.opts.Dir
 	names, err := l.opts.FS.ReadDir(dir)
@@ -91,8 +121,8 @@ func (l *Log) listSegments() ([]int64, error) {
 			l.opts.FS.Remove(path)
 			continue
 		}
-		start, perr := strconv.ParseInt(name, 10, 64)
-		if len(name) != 20 || perr != nil || start < 0 {
+		start, ok := segmentStart(name)
+		if !ok {
 			l.opts.Logger.Warn("mqlite/commitlog: ignoring unexpected file", "path", path)
 			continue
 		}
@@ -101,22 +131,21 @@ func (l *Log) listSegments() ([]int64, error) {
 		}
 		starts = append(starts, start)
 	}
-	sort.Slice(starts, func(i, j int) bool { return starts[i] < starts[j] })
-	for i, st := range starts {
-		path := filepath.Join(dir, segmentName(st))
-		if st%l.opts.SegmentSize != 0 {
-			return nil, errs.Corrupt(path, 0, "segment start is not a multiple of the segment size %d", l.opts.SegmentSize)
-		}
-		if i > 0 && st != starts[i-1]+l.opts.SegmentSize {
-			return nil, errs.Corrupt(path, 0, "segments are not contiguous: previous starts at %d", starts[i-1])
+	sealedSize := func(i int, path string) error {
+		if i == len(starts)-1 {
+			return nil // the last segment may be short (recover completes it)
 		}
 		size, _, err := l.opts.FS.Stat(path)
 		if err != nil {
-			return nil, diskErr("stat", path, err)
+			return diskErr("stat", path, err)
 		}
-		if size != l.opts.SegmentSize && i < len(starts)-1 {
-			return nil, errs.Corrupt(path, 0, "sealed segment is %d bytes, want %d", size, l.opts.SegmentSize)
+		if size != l.opts.SegmentSize {
+			return errs.Corrupt(path, 0, "sealed segment is %d bytes, want %d", size, l.opts.SegmentSize)
 		}
+		return nil
+	}
+	if err := l.checkContiguous(starts, sealedSize); err != nil {
+		return nil, err
 	}
 	return starts, nil
 }

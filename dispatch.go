@@ -24,23 +24,31 @@ const (
 
 // dispatcher tails the CommitLog and, for every record, appends its
 // ConsumeQueue entry and IndexFile entries, then wakes readers waiting on
-// that queue. It is the only writer of the ConsumeQueue and the IndexFile.
+// that queue. It is the only writer of the ConsumeQueue and the IndexFile:
+// its loop goroutine, or a sender that holds run while the loop sleeps
+// (dispatch_inline.go).
 // In FlushSync mode it dispatches only flushed records (unless
 // Options.ReadUncommitted), so nothing that could vanish on power loss is
 // ever delivered.
 type dispatcher struct {
-	s           *Store
-	cq          *consumequeue.Store
-	idx         *indexfile.Index
-	next        int64 // next CommitLog offset to dispatch; owned by the loop
-	lastStoreMs int64 // newest store time seen; owned by the loop
+	s   *Store
+	cq  *consumequeue.Store
+	idx *indexfile.Index
+	// run is held by whoever dispatches: the loop while it catches up, or
+	// a sender that found the loop asleep (sender.go). It guards the
+	// fields up to batch.
+	run         sync.Mutex
+	next        int64 // next CommitLog offset to dispatch
+	lastStoreMs int64 // newest store time seen
+	inline      inlineWindow
 
-	queues map[string][]*consumequeue.Queue // topic -> queue id -> queue (loop only)
+	queues map[string][]*consumequeue.Queue // topic -> queue id -> queue
 	batch  batch                            // records scanned, not yet applied (dispatch_record.go)
 
 	wake      chan struct{}
 	sleeping  atomic.Bool  // the loop is (about to be) parked on wake
 	published atomic.Int64 // mu.dispatched, for readers that need no waiter
+	onPublish func(int64)  // tests: called with each new dispatched position, under mu
 	quit      chan struct{}
 	done      chan struct{}
 
@@ -109,7 +117,10 @@ func (d *dispatcher) notify() {
 func (d *dispatcher) loop() {
 	defer close(d.done)
 	for {
-		if err := d.catchUp(d.confirmed()); err != nil {
+		d.run.Lock()
+		err := d.catchUp(d.confirmed())
+		if err != nil {
+			d.run.Unlock()
 			if noSpace(err) {
 				// The indexes cannot grow: readers wait, and dispatch
 				// (idempotent) resumes from the failed record once there
@@ -130,7 +141,9 @@ func (d *dispatcher) loop() {
 			return
 		}
 		d.sleeping.Store(true)
-		if d.confirmed() > d.next {
+		pending := d.confirmed() > d.next
+		d.run.Unlock()
+		if pending {
 			d.sleeping.Store(false)
 			continue
 		}
@@ -143,7 +156,8 @@ func (d *dispatcher) loop() {
 	}
 }
 
-// catchUp dispatches every record below to and wakes the readers.
+// catchUp dispatches every record below to and wakes the readers. The
+// caller holds run (or owns the dispatcher alone, at Open).
 func (d *dispatcher) catchUp(to int64) error {
 	if to <= d.next {
 		return nil
@@ -160,10 +174,15 @@ func (d *dispatcher) catchUp(to int64) error {
 	d.mu.Lock()
 	d.mu.dispatched = next
 	d.published.Store(next)
-	for k, w := range d.mu.waiters {
-		if w.ready(next) {
-			close(w.ch)
-			delete(d.mu.waiters, k)
+	if d.onPublish != nil {
+		d.onPublish(next)
+	}
+	if len(d.mu.waiters) > 0 { // ranging over a map that once held many costs even when empty
+		for k, w := range d.mu.waiters {
+			if w.ready(next) {
+				close(w.ch)
+				delete(d.mu.waiters, k)
+			}
 		}
 	}
 	d.mu.Unlock()
@@ -219,7 +238,9 @@ func (d *dispatcher) stop() error {
 	<-d.done
 	err := d.failure()
 	if err == nil {
+		d.run.Lock()
 		err = d.catchUp(d.confirmed())
+		d.run.Unlock()
 	}
 	d.fail(errors.Join(err, errClosedDispatch))
 	return err

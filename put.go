@@ -259,7 +259,7 @@ func (s *Store) append(ctx context.Context, m *Message, queue int, sys, validate
 // instead of syncing again after every few pages.
 func (s *Store) kick() {
 	if s.gc == nil || s.opts.ReadUncommitted {
-		s.disp.notify()
+		s.disp.notifySender()
 	}
 	if s.gc != nil {
 		s.gc.Kick()
@@ -269,7 +269,7 @@ func (s *Store) kick() {
 // awaitDurable applies the flush mode to data ending at end.
 func (s *Store) awaitDurable(ctx context.Context, end int64) error {
 	if s.gc == nil || s.opts.ReadUncommitted {
-		s.disp.notify()
+		s.disp.notifySender()
 	}
 	if s.gc != nil {
 		// No Kick: registering starts the sync, or ends the group

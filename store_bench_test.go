@@ -86,4 +86,33 @@ func BenchmarkPut(b *testing.B) {
 	for _, g := range []int{1, 16} {
 		b.Run(fmt.Sprintf("sync/128B/g%d", g), func(b *testing.B) { benchPut(b, FlushSync, 128, g) })
 	}
+	b.Run("async/128B/batch100", benchPutBatch)
+}
+
+// benchPutBatch: one goroutine, PutBatch of 100 128-byte messages
+// (FlushAsync); b.N counts messages.
+func benchPutBatch(b *testing.B) {
+	s, err := Open(filepath.Join(b.TempDir(), "store"), &Options{SegmentSize: 256 << 20})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	batch := make([]*Message, 100)
+	for i := range batch {
+		batch[i] = &Message{Topic: "bench", Body: make([]byte, 128)}
+	}
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i += len(batch) {
+		n := min(len(batch), b.N-i)
+		if _, err := s.PutBatch(ctx, batch[:n], i/len(batch)%4); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := s.WaitVisible(ctx); err != nil {
+		b.Fatal(err)
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
 }

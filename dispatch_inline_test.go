@@ -1,0 +1,114 @@
+package mqlite
+
+import (
+	"context"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/mqlite/mqlite/clock"
+	"github.com/mqlite/mqlite/internal/vfs"
+)
+
+// waitLoopAsleep waits until the dispatcher loop has parked (it does so
+// once it finds nothing to dispatch).
+func waitLoopAsleep(s *Store) {
+	for !s.disp.sleeping.Load() {
+		runtime.Gosched()
+	}
+}
+
+// A sender that finds the loop asleep dispatches its record itself: the
+// entry is readable when Put returns, with no wait and the loop still
+// parked, and the key and ID lookups find it too.
+func TestSenderDispatchesWhileLoopSleeps(t *testing.T) {
+	for _, md := range []mode{modes[0], modes[2]} { // the async modes
+		t.Run(md.name, func(t *testing.T) {
+			fs, dir := md.fs(t)
+			s := openMode(t, md, fs, dir)
+			defer s.Close()
+			ctx := context.Background()
+			require.NoError(t, s.CreateTopic("orders", TopicConfig{Queues: 4}))
+			q, err := s.cqueue("orders", 1)
+			require.NoError(t, err)
+			waitLoopAsleep(s)
+			for i := range 20 {
+				r, err := s.Put(ctx, &Message{Topic: "orders", Keys: []string{"k"}, Body: body(i)}, 1)
+				require.NoError(t, err)
+				require.EqualValues(t, i+1, q.MaxOffset(), "entry %d readable when Put returned", i)
+				require.True(t, s.disp.sleeping.Load(), "the loop was not woken")
+				require.Equal(t, r.End(), s.disp.dispatched())
+			}
+			hits, err := s.MessagesByKey("orders", "k", time.Now().Add(-time.Hour), time.Now().Add(time.Hour), 100)
+			require.NoError(t, err)
+			require.Len(t, hits, 20)
+		})
+	}
+}
+
+// With FlushSync a sender never dispatches: readers see only flushed
+// records, and the flusher's wake-up publishes them.
+func TestSyncSenderLeavesDispatchToFlush(t *testing.T) {
+	md := modes[1]
+	fs, dir := md.fs(t)
+	s := openMode(t, md, fs, dir)
+	defer s.Close()
+	ctx := context.Background()
+	_, err := s.Put(ctx, &Message{Topic: "orders", Body: body(1)}, 0)
+	require.NoError(t, err)
+	require.NoError(t, s.WaitVisible(ctx))
+	require.LessOrEqual(t, s.disp.dispatched(), s.log.FlushedPosition())
+}
+
+// The rate window: caller-runs dispatch is allowed while the puts of the
+// last window stay at or below inlineMaxPerMs per millisecond, and the
+// window is measured again only after inlineWindowMs.
+func TestInlineRateWindow(t *testing.T) {
+	clk := clock.NewFake(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC))
+	s, err := openFS(vfs.NewMem(), "/store", &Options{Clock: clk})
+	require.NoError(t, err)
+	defer s.Close()
+	d := s.disp
+	d.run.Lock() // the loop and senders stay out
+	defer d.run.Unlock()
+	ms := time.Millisecond
+	require.True(t, d.inlineAllowed(), "first window")
+
+	s.metrics.puts.Add(inlineWindowMs*inlineMaxPerMs + 1)
+	clk.Advance(inlineWindowMs * ms)
+	require.False(t, d.inlineAllowed(), "one put over the rate")
+	clk.Advance(ms)
+	require.False(t, d.inlineAllowed(), "the window is not over: no new measurement")
+
+	s.metrics.puts.Add(inlineWindowMs * inlineMaxPerMs)
+	clk.Advance((inlineWindowMs - 1) * ms)
+	require.True(t, d.inlineAllowed(), "exactly the rate")
+
+	d.inline.ms += time.Hour.Milliseconds() // as if the wall clock went back an hour
+	require.False(t, d.inlineAllowed(), "the clock went back: no rate known")
+	clk.Advance(inlineWindowMs * ms)
+	require.True(t, d.inlineAllowed())
+}
+
+// A sender that finds more than inlineMaxBytes waiting leaves them to the
+// loop: a large batch is still dispatched, by the loop, completely.
+func TestLargeBatchGoesToTheLoop(t *testing.T) {
+	s, err := openFS(vfs.NewMem(), "/store", &Options{})
+	require.NoError(t, err)
+	defer s.Close()
+	ctx := context.Background()
+	waitLoopAsleep(s)
+	msgs := make([]*Message, 200)
+	for i := range msgs {
+		msgs[i] = &Message{Topic: "big", Body: make([]byte, 1024)}
+	}
+	res, err := s.PutBatch(ctx, msgs, 0)
+	require.NoError(t, err)
+	require.Greater(t, res[len(res)-1].End()-res[0].Offset, int64(inlineMaxBytes))
+	require.NoError(t, s.WaitVisible(ctx))
+	q, err := s.cqueue("big", 0)
+	require.NoError(t, err)
+	require.EqualValues(t, len(msgs), q.MaxOffset())
+}

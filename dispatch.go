@@ -41,6 +41,7 @@ type dispatcher struct {
 	next        int64 // next CommitLog offset to dispatch
 	lastStoreMs int64 // newest store time seen
 	inline      inlineWindow
+	stopped     bool // stop ran: the files may be closing, nobody dispatches any more
 
 	queues map[string][]*consumequeue.Queue // topic -> queue id -> queue
 	batch  batch                            // records scanned, not yet applied (dispatch_record.go)
@@ -236,12 +237,13 @@ func (d *dispatcher) failure() error {
 func (d *dispatcher) stop() error {
 	close(d.quit)
 	<-d.done
+	d.run.Lock() // a sender may be dispatching
+	d.stopped = true
 	err := d.failure()
 	if err == nil {
-		d.run.Lock()
 		err = d.catchUp(d.confirmed())
-		d.run.Unlock()
 	}
+	d.run.Unlock()
 	d.fail(errors.Join(err, errClosedDispatch))
 	return err
 }

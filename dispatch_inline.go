@@ -43,8 +43,8 @@ func (d *dispatcher) notifySender() {
 		return // the loop looks for new records before it sleeps
 	}
 	if d.run.TryLock() {
-		done := false
-		if d.inlineAllowed() {
+		done := d.stopped // a put racing with Close: nothing to wake either
+		if !done && d.inlineAllowed() {
 			if to := d.confirmed(); to-d.next <= inlineMaxBytes {
 				// An error is left to the loop, which retries the same
 				// records (dispatch is idempotent) and reports it.

@@ -2,10 +2,14 @@ package mqlite
 
 import (
 	"context"
+	"path/filepath"
 	"runtime"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/mqlite/mqlite/clock"
@@ -111,4 +115,70 @@ func TestLargeBatchGoesToTheLoop(t *testing.T) {
 	q, err := s.cqueue("big", 0)
 	require.NoError(t, err)
 	require.EqualValues(t, len(msgs), q.MaxOffset())
+}
+
+// Puts racing with Close: each either succeeds or fails with ErrClosed,
+// nothing dispatches into closed files, and what succeeded is there after
+// reopening.
+func TestPutsRacingClose(t *testing.T) {
+	for round := range 20 {
+		dir := filepath.Join(t.TempDir(), "store")
+		s, err := Open(dir, &Options{SegmentSize: 64 << 10})
+		require.NoError(t, err)
+		ctx := context.Background()
+		var wg sync.WaitGroup
+		var acked atomic.Int64
+		start := make(chan struct{})
+		for g := range 4 {
+			wg.Go(func() {
+				<-start
+				for i := 0; ; i++ {
+					_, err := s.Put(ctx, &Message{Topic: "race", Body: body(i)}, g)
+					if err != nil {
+						assert.ErrorIs(t, err, ErrClosed)
+						return
+					}
+					acked.Add(1)
+				}
+			})
+		}
+		close(start)
+		for acked.Load() < int64(50*(round+1)) {
+			runtime.Gosched()
+		}
+		require.NoError(t, s.Close())
+		wg.Wait()
+		s, err = Open(dir, nil)
+		require.NoError(t, err)
+		var n int64
+		for q := range 4 {
+			max, err := s.MaxOffset("race", q)
+			require.NoError(t, err)
+			n += max
+		}
+		require.Equal(t, acked.Load(), n, "every acknowledged put is in its queue")
+		require.NoError(t, s.Close())
+	}
+}
+
+// After the dispatcher stopped (Close), a sender that was still between
+// its append and its notification dispatches nothing: the index files
+// may be closing under it.
+func TestNoSenderDispatchAfterStop(t *testing.T) {
+	s, err := openFS(vfs.NewMem(), "/store", &Options{})
+	require.NoError(t, err)
+	_, err = s.Put(context.Background(), &Message{Topic: "t", Body: body(1)}, 0)
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
+	d := s.disp
+	published := false
+	d.mu.Lock()
+	d.onPublish = func(int64) { published = true }
+	d.mu.Unlock()
+	d.run.Lock()
+	d.next = 0 // as if the record were still to be dispatched
+	d.run.Unlock()
+	d.sleeping.Store(true)
+	d.notifySender()
+	require.False(t, published, "a sender dispatched after stop")
 }

@@ -102,6 +102,9 @@ type Result struct {
 	// messages); latency rows, send call to delivery to the consumer.
 	P50, P99, Max time.Duration `json:",omitempty"`
 
+	// Syncs: produce rows of a SyncCounter, the syncs in the timed part.
+	Syncs int64 `json:",omitempty"`
+
 	PeakRSS  int64 `json:",omitempty"` // VmHWM of the child: includes mapped file pages
 	PeakAnon int64 `json:",omitempty"` // highest RssAnon seen (sampled every 20 ms)
 

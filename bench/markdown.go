@@ -51,7 +51,7 @@ const throughputIntro = `Producers send bodies of random bytes; *msgs/s* and *MB
 A row that reached its time cap before its count says so in *msgs*.
 *consume* writes a backlog (batches of 1000, async, untimed), closes and reopens the store, then times one consumer reading it all.
 *peak RSS* is the child's VmHWM, which counts touched pages of mapped files (mqlite's CommitLog, bbolt's file); *peak anon* is the highest RssAnon sampled every 20 ms.
-mqlite's messages per fsync in *sync* rows are n/a: the store does not export a sync count.`
+In *sync* rows of a system that counts its syncs (mqlite: CommitLog flushes in Stats), the durability column adds the messages per sync: how many acknowledged sends each group commit covered.`
 
 const latencyIntro = `One producer sends at a fixed rate, each body stamped with the time its send call began; one consumer in the same process records the time until it receives the message.
 mqlite's consumer is ReadQueue (woken by the dispatcher), JetStream's an ordered consumer; bbolt, wal and Pebble have no wait of their own, so their consumer is woken by the producer after each commit (what a program using them as a queue builds).

@@ -195,8 +195,12 @@ func (rep *Report) ThroughputTable() *Table {
 		if r.Job.Kind == KindProduce && r.Msgs < int64(r.Job.Count) {
 			msgs += fmt.Sprintf(" (%s cap)", r.Job.Limit)
 		}
+		dur := r.Durability
+		if r.Job.Mode == Sync && r.Syncs > 0 {
+			dur += fmt.Sprintf("; %.1f msgs per sync", float64(r.Msgs)/float64(r.Syncs))
+		}
 		t.Rows = append(t.Rows, []string{r.Job.Workload(), r.Job.System, msgs, fmtRate(r.MsgsPerSec()),
-			fmtMB(r.MBPerSec()), ratio, fmtDur(r.P50), fmtDur(r.P99), fmtMiB(r.PeakRSS), fmtMiB(r.PeakAnon), r.Durability})
+			fmtMB(r.MBPerSec()), ratio, fmtDur(r.P50), fmtDur(r.P99), fmtMiB(r.PeakRSS), fmtMiB(r.PeakAnon), dur})
 	}
 	return t
 }

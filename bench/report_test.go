@@ -36,7 +36,9 @@ func TestReportRatiosAndMarkdown(t *testing.T) {
 	rep := &Report{Meta: Meta{Preset: "quick", Started: time.Unix(0, 0).UTC()}}
 	rep.add(row("mqlite", "", KindProduce, 1000, 1))
 	rep.add(row("bbolt", "", KindProduce, 500, 1))
-	rep.add(row("mqlite", "sync", KindProduce, 100, 1))
+	synced := row("mqlite", "sync", KindProduce, 100, 1)
+	synced.Syncs = 8
+	rep.add(synced)
 	rep.add(row("bbolt", "sync", KindProduce, 300, 1))
 	bad := row("wal", "sync", KindProduce, 0, 0)
 	bad.Err = "boom"
@@ -55,7 +57,7 @@ func TestReportRatiosAndMarkdown(t *testing.T) {
 	}
 	md := b.String()
 	for _, s := range []string{"# mqbench results (quick run)", "![throughput", "## Machine limits", "| probe",
-		"| produce 128B p1 async ", "0.50", "3.00", "## Failures", "boom"} {
+		"| produce 128B p1 async ", "0.50", "3.00", "; 12.5 msgs per sync", "## Failures", "boom"} {
 		if !strings.Contains(md, s) {
 			t.Errorf("markdown lacks %q:\n%s", s, md)
 		}

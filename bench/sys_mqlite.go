@@ -78,6 +78,15 @@ func (q *mqliteQueue) Send(producer int, bodies [][]byte) error {
 	return err
 }
 
+// Syncs counts CommitLog flushes (with FlushSync, one per group commit).
+func (q *mqliteQueue) Syncs() int64 {
+	st, err := q.s.Stats()
+	if err != nil {
+		return 0
+	}
+	return st.Throughput.Flushes
+}
+
 func (q *mqliteQueue) NewConsumer() (Consumer, error) { return &mqliteConsumer{s: q.s}, nil }
 
 func (q *mqliteQueue) Close() error { return q.s.Close() }

@@ -42,6 +42,14 @@ type Queue interface {
 	Close() error
 }
 
+// SyncCounter is implemented by queues that count their syncs (mqlite's
+// CommitLog flushes): the produce rows then report messages per sync,
+// which shows whether concurrent durable sends share them.
+type SyncCounter interface {
+	// Syncs is the number of syncs the queue made since it opened.
+	Syncs() int64
+}
+
 // Pipeliner is implemented by queues whose natural async send returns
 // before the ack arrives (JetStream's PublishAsync). The runner uses it for
 // async, one-message sends; the queue records each ack's latency into h

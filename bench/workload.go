@@ -57,6 +57,11 @@ func runProduce(sys System, j Job) (r Result, err error) {
 	hists := make([]Hist, p.Producers)
 	sent := make([]int64, p.Producers)
 	errs := make([]error, p.Producers)
+	sc, _ := q.(SyncCounter)
+	var syncs0 int64
+	if sc != nil {
+		syncs0 = sc.Syncs()
+	}
 	start := time.Now()
 	deadline := start.Add(j.Limit)
 	var wg sync.WaitGroup
@@ -96,6 +101,9 @@ func runProduce(sys System, j Job) (r Result, err error) {
 		errs = append(errs, pipe.Drain())
 	}
 	r.Seconds = time.Since(start).Seconds()
+	if sc != nil {
+		r.Syncs = sc.Syncs() - syncs0
+	}
 	if err := errors.Join(errs...); err != nil {
 		return r, err
 	}

@@ -56,15 +56,12 @@ func (d *dispatcher) notifySender() {
 			return
 		}
 	}
-	select {
-	case d.wake <- struct{}{}:
-	default:
-	}
+	d.notify()
 }
 
-// inlineAllowed starts a new rate window once a millisecond has passed and
-// reports whether the rate of the finished one was low. Called with run
-// held.
+// inlineAllowed starts a new rate window once inlineWindowMs have passed
+// (or the clock went back) and reports whether the rate of the finished
+// one was low. Called with run held.
 func (d *dispatcher) inlineAllowed() bool {
 	w := &d.inline
 	if now := d.s.nowMs(); now-w.ms >= inlineWindowMs || now < w.ms {

@@ -35,7 +35,7 @@ type dispatcher struct {
 	cq  *consumequeue.Store
 	idx *indexfile.Index
 	// run is held by whoever dispatches: the loop while it catches up, or
-	// a sender that found the loop asleep (sender.go). It guards the
+	// a sender that found the loop asleep (dispatch_inline.go). It guards the
 	// fields up to batch.
 	run         sync.Mutex
 	next        int64 // next CommitLog offset to dispatch

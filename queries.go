@@ -57,20 +57,6 @@ func (s *Store) MaxOffset(topic string, queue int) (int64, error) {
 	return q.MaxOffset(), nil
 }
 
-// readEntry reads the message an entry points at and checks that it is
-// the record the entry claims (topic, queue, offset), so a damaged index
-// can never deliver another message.
-func (s *Store) readEntry(topic string, queue int, logical int64, e consumequeue.Entry) (*MessageExt, error) {
-	m, err := s.ReadAt(e.Offset)
-	if err != nil {
-		return nil, err
-	}
-	if m.Topic != topic || int(m.QueueID) != queue || m.QueueOffset != logical || int(m.StoreSize) != int(e.Size) {
-		return nil, errs.Corrupt("consumequeue/"+topic, logical, "entry points at %s/%d@%d, not this queue", m.Topic, m.QueueID, m.QueueOffset)
-	}
-	return m, nil
-}
-
 // entryFilter is the part of a subscription's filter the read path uses
 // (consumer.Filter); nil accepts every message.
 type entryFilter interface {

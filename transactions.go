@@ -117,13 +117,9 @@ func (t txnStore) Read(name string, queue int, from int64, max int) ([]*message.
 	}
 	entries := make([]consumequeue.Entry, n)
 	n, err = q.Read(from, entries)
-	out := make([]*message.MessageExt, 0, n)
-	for i, e := range entries[:n] {
-		m, rerr := t.s.readEntry(name, queue, from+int64(i), e)
-		if rerr != nil {
-			return out, rerr
-		}
-		out = append(out, m)
+	out, _, rerr := t.s.readEntries(name, queue, from, entries[:n], nil)
+	if rerr != nil {
+		return out, rerr
 	}
 	return out, err
 }

@@ -41,52 +41,67 @@ func backlog(b *testing.B, n int) *Store {
 }
 
 // BenchmarkConsume drains a backlog of b.N messages with a push consumer
-// (no-op handler, batch 1 and 32) and a pull consumer (Poll of 32).
+// (no-op handler, batch 1 and 32) and a pull consumer (Poll of 32), each
+// with ordinary messages and with ReuseMessages ("/reuse").
 func BenchmarkConsume(b *testing.B) {
-	for _, batch := range []int{1, 32} {
-		b.Run("push/batch"+itoa(batch), func(b *testing.B) {
-			s := backlog(b, b.N)
-			var n atomic.Int64
-			done := make(chan struct{})
-			c, err := s.NewPushConsumer("g", ConsumerOptions{ConsumeFromWhere: ConsumeFromFirstOffset, ConsumeBatchSize: batch})
-			if err != nil {
-				b.Fatal(err)
-			}
-			c.Subscribe("bench", nil)
-			b.ReportAllocs()
-			b.ResetTimer()
-			c.Start(func(_ context.Context, msgs []*MessageExt) ConsumeResult {
-				if n.Add(int64(len(msgs))) == int64(b.N) {
-					close(done)
-				}
-				return ConsumeSuccess
+	for _, reuse := range []bool{false, true} {
+		suffix := ""
+		if reuse {
+			suffix = "/reuse"
+		}
+		for _, batch := range []int{1, 32} {
+			b.Run("push/batch"+itoa(batch)+suffix, func(b *testing.B) {
+				benchPushConsume(b, ConsumerOptions{ConsumeFromWhere: ConsumeFromFirstOffset, ConsumeBatchSize: batch, ReuseMessages: reuse})
 			})
-			<-done
-			b.StopTimer()
-			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
-			c.Close()
+		}
+		b.Run("pull/poll32"+suffix, func(b *testing.B) {
+			benchPoll(b, ConsumerOptions{ConsumeFromWhere: ConsumeFromFirstOffset, ReuseMessages: reuse})
 		})
 	}
-	b.Run("pull/poll32", func(b *testing.B) {
-		s := backlog(b, b.N)
-		pc, err := s.NewPullConsumer("g", ConsumerOptions{ConsumeFromWhere: ConsumeFromFirstOffset})
+}
+
+func benchPushConsume(b *testing.B, o ConsumerOptions) {
+	s := backlog(b, b.N)
+	var n atomic.Int64
+	done := make(chan struct{})
+	c, err := s.NewPushConsumer("g", o)
+	if err != nil {
+		b.Fatal(err)
+	}
+	c.Subscribe("bench", nil)
+	b.ReportAllocs()
+	b.ResetTimer()
+	c.Start(func(_ context.Context, msgs []*MessageExt) ConsumeResult {
+		if n.Add(int64(len(msgs))) == int64(b.N) {
+			close(done)
+		}
+		return ConsumeSuccess
+	})
+	<-done
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
+	c.Close()
+}
+
+func benchPoll(b *testing.B, o ConsumerOptions) {
+	s := backlog(b, b.N)
+	pc, err := s.NewPullConsumer("g", o)
+	if err != nil {
+		b.Fatal(err)
+	}
+	pc.Subscribe("bench", nil)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for got := 0; got < b.N; {
+		msgs, err := pc.Poll(context.Background(), 32)
 		if err != nil {
 			b.Fatal(err)
 		}
-		pc.Subscribe("bench", nil)
-		b.ReportAllocs()
-		b.ResetTimer()
-		for got := 0; got < b.N; {
-			msgs, err := pc.Poll(context.Background(), 32)
-			if err != nil {
-				b.Fatal(err)
-			}
-			got += len(msgs)
-		}
-		b.StopTimer()
-		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
-		pc.Close()
-	})
+		got += len(msgs)
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
+	pc.Close()
 }
 
 // BenchmarkEndToEnd measures Send called -> handler starts (so it includes

@@ -139,15 +139,15 @@ func (c consumerStore) SendBack(ctx context.Context, group string, m *message.Me
 	return c.s.SendBack(ctx, group, m)
 }
 
-func (c consumerStore) Pull(ctx context.Context, name string, queue int, from int64, max int, f consumer.Filter) ([]*message.MessageExt, int64, error) {
-	return c.s.pull(ctx, name, queue, from, max, f)
+func (c consumerStore) Pull(ctx context.Context, name string, queue int, from int64, max int, f consumer.Filter, pool *message.Pool) ([]*message.MessageExt, int64, error) {
+	return c.s.pull(ctx, name, queue, from, max, f, pool)
 }
 
 // pull is ReadQueue with a store-side filter: entries whose tags hash
 // cannot match are skipped without reading the CommitLog; the rest are
 // read and checked exactly. It returns the matches and the offset after
 // the last entry examined.
-func (s *Store) pull(ctx context.Context, name string, queue int, from int64, max int, f consumer.Filter) ([]*message.MessageExt, int64, error) {
+func (s *Store) pull(ctx context.Context, name string, queue int, from int64, max int, f consumer.Filter, pool *message.Pool) ([]*message.MessageExt, int64, error) {
 	if max <= 0 {
 		return nil, from, fmt.Errorf("mqlite: max %d: %w", max, errs.ErrInvalidArgument)
 	}
@@ -160,7 +160,7 @@ func (s *Store) pull(ctx context.Context, name string, queue int, from int64, ma
 	if err != nil && n == 0 {
 		return nil, from, err
 	}
-	out, k, err := s.readEntries(name, queue, from, buf[:n], f)
+	out, k, err := s.readEntries(name, queue, from, buf[:n], f, pool)
 	return out, from + int64(k), err
 }
 

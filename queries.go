@@ -79,10 +79,12 @@ const readChunk = 64
 // payload lengths) and checked to be the one its entry claims (topic,
 // queue, offset, size), so a damaged index can never deliver another
 // message. The records are read under one pin per readChunk entries and
-// decoded into a pooled message.Batch. It returns the messages and the number
+// decoded into a pooled message.Batch, or into pool's recycled blocks when
+// pool is not nil (a message the filter rejects is released at once; the
+// caller releases the others). It returns the messages and the number
 // of entries examined: len(ents), or on error the index of the entry that
 // failed (the messages before it are returned).
-func (s *Store) readEntries(topic string, queue int, from int64, ents []consumequeue.Entry, f entryFilter) ([]*MessageExt, int, error) {
+func (s *Store) readEntries(topic string, queue int, from int64, ents []consumequeue.Entry, f entryFilter, pool *message.Pool) ([]*MessageExt, int, error) {
 	k := 0
 	for _, e := range ents {
 		if f == nil || f.MatchCode(e.TagsCode) {
@@ -93,11 +95,17 @@ func (s *Store) readEntries(topic string, queue int, from int64, ents []consumeq
 		return nil, len(ents), nil
 	}
 	out := make([]*MessageExt, 0, k)
-	batch, _ := batches.Get().(*message.Batch)
-	if batch == nil {
-		batch = new(message.Batch)
+	var batch *message.Batch
+	if pool != nil {
+		batch = pool.Get()
+		defer pool.Put(batch)
+	} else {
+		batch, _ = batches.Get().(*message.Batch)
+		if batch == nil {
+			batch = new(message.Batch)
+		}
+		defer batches.Put(batch)
 	}
-	defer batches.Put(batch)
 	read := 0
 	defer func() { s.metrics.gets.Add(int64(read)) }()
 	var offs [readChunk]int64
@@ -119,6 +127,8 @@ func (s *Store) readEntries(topic string, queue int, from int64, ents []consumeq
 			}
 			if f == nil || f.Match(&m.Message) {
 				out = append(out, m)
+			} else {
+				message.Release(m)
 			}
 			return nil
 		})
@@ -165,7 +175,7 @@ func (s *Store) ReadQueue(ctx context.Context, topic string, queue int, from int
 	if err != nil {
 		return nil, err
 	}
-	out, _, err := s.readEntries(topic, queue, from, entries[:n], nil)
+	out, _, err := s.readEntries(topic, queue, from, entries[:n], nil, nil)
 	return out, err
 }
 
@@ -257,7 +267,7 @@ func (s *Store) Messages(topic string, queue int, from int64) iter.Seq2[*Message
 			if n == 0 {
 				return
 			}
-			msgs, _, err := s.readEntries(topic, queue, from, buf[:n], nil)
+			msgs, _, err := s.readEntries(topic, queue, from, buf[:n], nil, nil)
 			for _, m := range msgs {
 				if !yield(m, nil) {
 					return

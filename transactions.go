@@ -117,7 +117,7 @@ func (t txnStore) Read(name string, queue int, from int64, max int) ([]*message.
 	}
 	entries := make([]consumequeue.Entry, n)
 	n, err = q.Read(from, entries)
-	out, _, rerr := t.s.readEntries(name, queue, from, entries[:n], nil)
+	out, _, rerr := t.s.readEntries(name, queue, from, entries[:n], nil, nil)
 	if rerr != nil {
 		return out, rerr
 	}

@@ -141,7 +141,7 @@ func (s *exampleStore) OffsetForTime(topic string, queue int, t time.Time) (int6
 	return 0, nil
 }
 
-func (s *exampleStore) Pull(ctx context.Context, topic string, queue int, from int64, max int, f consumer.Filter) ([]*message.MessageExt, int64, error) {
+func (s *exampleStore) Pull(ctx context.Context, topic string, queue int, from int64, max int, f consumer.Filter, _ *message.Pool) ([]*message.MessageExt, int64, error) {
 	for {
 		s.mu.Lock()
 		if from < int64(len(s.msgs)) {

@@ -176,7 +176,7 @@ func (s *fakeStore) OffsetForTime(topic string, queue int, t time.Time) (int64, 
 	return q.min + int64(len(q.msgs)), nil
 }
 
-func (s *fakeStore) Pull(ctx context.Context, topic string, queue int, from int64, max int, f Filter) ([]*message.MessageExt, int64, error) {
+func (s *fakeStore) Pull(ctx context.Context, topic string, queue int, from int64, max int, f Filter, _ *message.Pool) ([]*message.MessageExt, int64, error) {
 	s.pulls.Add(1)
 	for {
 		if cur := s.maxPull.Load(); int64(max) > cur {

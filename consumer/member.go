@@ -66,6 +66,15 @@ type member struct {
 
 	retrySub *subscription // the automatic retry subscription (clustering)
 
+	// pool recycles consumed messages (Options.ReuseMessages), else nil.
+	pool *message.Pool
+	// polled is what the last Poll returned, released by the next one
+	// (pull with pool; a copy: the caller may change its slice).
+	polled struct {
+		sync.Mutex
+		msgs []*message.MessageExt
+	}
+
 	// ctx is the parent of every handler and SendBack context; Close
 	// cancels it.
 	ctx    context.Context
@@ -115,6 +124,9 @@ func newMember(mg *Manager, group string, o Options, kind memberKind) *member {
 	m.mu.pqs = map[Queue]*pq{}
 	if o.Model == Clustering {
 		m.retrySub = &subscription{topic: RetryTopic(group), retry: true}
+	}
+	if o.ReuseMessages {
+		m.pool = new(message.Pool)
 	}
 	return m
 }
@@ -345,6 +357,25 @@ func (m *member) notifyReady() {
 	case m.ready <- struct{}{}:
 	default:
 	}
+}
+
+// release hands finished messages back to the pool (ReuseMessages).
+func (m *member) release(msgs []*message.MessageExt) {
+	if m.pool == nil {
+		return
+	}
+	for _, msg := range msgs {
+		message.Release(msg)
+	}
+}
+
+// swapPolled releases what the last Poll returned and remembers out.
+func (m *member) swapPolled(out []*message.MessageExt) {
+	m.polled.Lock()
+	m.release(m.polled.msgs)
+	clear(m.polled.msgs)
+	m.polled.msgs = append(m.polled.msgs[:0], out...)
+	m.polled.Unlock()
 }
 
 // sendBack hands msg to the store's retry path, with PropMaxReconsumeTimes.

@@ -188,16 +188,26 @@ type Options struct {
 	// cached one (default 2000), so one slow message cannot make the
 	// uncommitted range grow without bound.
 	ConsumeMaxSpan int
+	// ReuseMessages recycles the memory of consumed messages (see
+	// message.Pool), so that consuming allocates close to nothing and
+	// leaves the garbage collector nothing to do; on a 2-core machine that
+	// makes a backlog drain about twice as fast. The price is a short life
+	// for each message: a push handler's messages are valid only until
+	// the call returns, a Poll's only until the next Poll of the consumer
+	// (from any goroutine). That covers everything reachable from a
+	// message, its Body and its strings (Topic, Tags, MsgID, keys and
+	// properties) included: Clone what must live longer. Off by default.
+	ReuseMessages bool
 }
 
 // String prints the options.
 func (o Options) String() string {
 	return fmt.Sprintf("consumer.Options{Model: %s, Strategy: %s, InstanceName: %q, ConsumeFromWhere: %s, ConsumeTimestamp: %s, "+
 		"ConsumeBatchSize: %d, PullBatchSize: %d, Goroutines: %d, Orderly: %t, AutoCommit: %t, MaxReconsumeTimes: %d, "+
-		"SuspendInterval: %s, ConsumeTimeout: %s, QueueCacheCount: %d, QueueCacheBytes: %d, ConsumeMaxSpan: %d}",
+		"SuspendInterval: %s, ConsumeTimeout: %s, QueueCacheCount: %d, QueueCacheBytes: %d, ConsumeMaxSpan: %d, ReuseMessages: %t}",
 		o.Model, o.Strategy, o.InstanceName, o.ConsumeFromWhere, o.ConsumeTimestamp.Format(time.RFC3339),
 		o.ConsumeBatchSize, o.PullBatchSize, o.Goroutines, o.Orderly, o.AutoCommit, o.MaxReconsumeTimes,
-		o.SuspendInterval, o.ConsumeTimeout, o.QueueCacheCount, o.QueueCacheBytes, o.ConsumeMaxSpan)
+		o.SuspendInterval, o.ConsumeTimeout, o.QueueCacheCount, o.QueueCacheBytes, o.ConsumeMaxSpan, o.ReuseMessages)
 }
 
 // withDefaults returns a copy with defaults applied, or every problem found.

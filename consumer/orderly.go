@@ -60,6 +60,7 @@ func (m *member) consumeOrderly(p *pq, slot int) {
 			if done == k {
 				p.mu.attempts = 0
 			}
+			m.release(batch[:done])
 		}
 		rel := p.mu.state == pqDraining && p.mu.running == 0
 		next := done == k && !rel

@@ -316,7 +316,7 @@ func (p *pq) fetch(ctx context.Context) {
 			p.mu.pullCancel = cancel
 			p.mu.Unlock()
 		}
-		msgs, next, err := m.st.Pull(pctx, p.q.Topic, p.q.ID, from, n, p.sub.filter)
+		msgs, next, err := m.st.Pull(pctx, p.q.Topic, p.q.ID, from, n, p.sub.filter, m.pool)
 		interrupted := pctx.Err() != nil // before our own cancel below
 		if cancel != nil {
 			p.mu.Lock()

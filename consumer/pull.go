@@ -151,7 +151,9 @@ func (c *PullConsumer) Assign(topic string, f Filter, queues ...int) error {
 // Poll returns up to max messages of the assigned queues, blocking until
 // at least one is there, ctx ends (ctx.Err()) or the consumer closes
 // (ErrClosed). With AutoCommit it first commits what earlier Polls
-// returned. Messages of one queue come in queue order.
+// returned. Messages of one queue come in queue order. With
+// Options.ReuseMessages, the messages an earlier Poll returned are
+// released first: they must not be used any more.
 func (c *PullConsumer) Poll(ctx context.Context, max int) ([]*message.MessageExt, error) {
 	m := c.m
 	if max <= 0 {
@@ -169,8 +171,14 @@ func (c *PullConsumer) Poll(ctx context.Context, max int) ([]*message.MessageExt
 	if m.o.AutoCommit {
 		c.commitAll()
 	}
+	if m.pool != nil {
+		m.swapPolled(nil)
+	}
 	for {
 		if out := m.take(max); len(out) > 0 {
+			if m.pool != nil {
+				m.swapPolled(out)
+			}
 			return out, nil
 		}
 		select {

@@ -421,6 +421,7 @@ func (m *member) finishConcurrent(p *pq, batch []*message.MessageExt, res Consum
 		next = m.takeLocked(p)
 	}
 	p.mu.Unlock()
+	m.release(acks)
 	if len(failed) > 0 && !rel {
 		m.delay.after(m.o.SuspendInterval, func() { p.redeliver(failed) })
 	}

@@ -21,7 +21,9 @@ type Store interface {
 	// then returns up to max messages at offsets >= from that pass f (nil f = all; f.MatchCode on the stored tags hash first, then f.Match),
 	// and next = the offset after the last entry examined. All entries examined may be filtered out: then msgs is empty and next > from.
 	// from below MinOffset -> errs.ErrNotFound (caller should move to MinOffset and report the skip).
-	Pull(ctx context.Context, topic string, queue int, from int64, max int, f Filter) (msgs []*message.MessageExt, next int64, err error)
+	// A non-nil pool asks for messages decoded into it (message.Pool's Batch): the consumer releases each one
+	// (message.Release) when done with it; a store may ignore pool and return ordinary messages.
+	Pull(ctx context.Context, topic string, queue int, from int64, max int, f Filter, pool *message.Pool) (msgs []*message.MessageExt, next int64, err error)
 	// SendBack hands a message the group failed to consume to the retry path (retry topic with a delay, or the DLQ past the
 	// group's limit). Until the retry issue lands the root may store it in the retry topic at once.
 	SendBack(ctx context.Context, group string, m *message.MessageExt) error

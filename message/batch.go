@@ -13,10 +13,13 @@ import "unsafe"
 //
 // A Batch hands out each byte of its blocks once, so what is left of them
 // may serve later decodes, by any goroutine (one at a time). The zero
-// Batch is ready to use.
+// Batch is ready to use. A Batch from a Pool's Get decodes into the
+// Pool's recycled blocks instead (see Pool).
 type Batch struct {
 	exts []MessageExt // carved from the front
 	buf  []byte       // carved from the front
+	pool *Pool        // nil: fresh blocks, left to the garbage collector
+	cur  *block       // the pool block exts and buf belong to; holds one ref
 }
 
 // blockBytes is the size of the blocks a Batch allocates when it runs out:
@@ -34,6 +37,9 @@ func (b *Batch) DecodeAt(p []byte, off int64) (*MessageExt, error) {
 	if err := CheckPayload(p); err != nil {
 		return nil, err
 	}
+	if b.pool != nil {
+		return b.decodePooled(p, off)
+	}
 	if len(b.exts) == 0 {
 		b.exts = make([]MessageExt, extsPerBlock)
 	}
@@ -48,5 +54,38 @@ func (b *Batch) DecodeAt(p []byte, off int64) (*MessageExt, error) {
 		return nil, err
 	}
 	b.exts, b.buf = b.exts[1:], b.buf[need:]
+	return ext, nil
+}
+
+// decodePooled is DecodeAt into the pool's blocks: a message takes a
+// reference on its block. One whose copy is larger than a block gets its
+// own byte block (collected, not recycled) and still an ext of the block.
+func (b *Batch) decodePooled(p []byte, off int64) (*MessageExt, error) {
+	need := decodedSize(len(p), off)
+	if b.cur == nil || len(b.exts) == 0 || (need > len(b.buf) && need <= blockBytes) {
+		if b.cur != nil {
+			b.cur.unref()
+		}
+		b.cur = b.pool.newBlock()
+		b.exts, b.buf = b.cur.exts, b.cur.buf
+	}
+	ext := &b.exts[0]
+	own := need > len(b.buf)
+	var tail []byte
+	if own {
+		tail = make([]byte, need)
+	} else {
+		tail = b.buf[:need:need]
+	}
+	if err := decodeInto(p, off, ext, tail); err != nil {
+		*ext = MessageExt{}
+		return nil, err
+	}
+	if !own {
+		b.buf = b.buf[need:]
+	}
+	b.exts = b.exts[1:]
+	b.cur.refs.Add(1)
+	ext.blk = b.cur
 	return ext, nil
 }

@@ -67,6 +67,8 @@ type MessageExt struct {
 	StoreSize       int32
 	StoreTimestamp  time.Time
 	MsgID           string // encodes CommitLogOffset; see ID
+
+	blk *block // the Pool block holding the message, until Release
 }
 
 // Sysflag bits, as RocketMQ numbers them.

@@ -24,7 +24,10 @@
 // push consumers run handlers on a bounded pool, concurrently or one call
 // per queue at a time (Orderly); pull consumers Poll. Subscriptions filter
 // by tag or SQL92 (package filter) inside the store. Committed offsets
-// persist; delivery is at least once.
+// persist; delivery is at least once. ConsumerOptions.ReuseMessages
+// recycles consumed messages' memory (a drain then allocates almost
+// nothing), at the price of messages that live only until the handler
+// returns or the next Poll: Clone what you keep.
 //
 // A message with a DelayLevel goes to the schedule topic and comes back
 // to its topic when due; one with a DeliverAt time goes to the timer topic

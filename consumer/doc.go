@@ -50,6 +50,14 @@
 // blocking until one is there. Commit, CommitOffset and AutoCommit decide
 // what is committed; Seek and SeekToTime move the position.
 //
+// Messages are the handler's or the Poll caller's to keep by default. With
+// Options.ReuseMessages the member passes a message.Pool to Store.Pull and
+// releases each message once it is finished: after the handler call that
+// consumed it (or the send-back that took its failure), and for a Poll at
+// the next Poll. Messages waiting for a local retry are not released, and
+// a message that is never released (dropped by a rebalance, filtered out)
+// only costs its block's reuse.
+//
 // # Offsets
 //
 // Committed offsets are the next offset to consume, per (group, topic,

@@ -60,7 +60,6 @@ func (m *member) consumeOrderly(p *pq, slot int) {
 			if done == k {
 				p.mu.attempts = 0
 			}
-			m.release(batch[:done])
 		}
 		rel := p.mu.state == pqDraining && p.mu.running == 0
 		next := done == k && !rel
@@ -71,6 +70,7 @@ func (m *member) consumeOrderly(p *pq, slot int) {
 			p.mu.consuming = !closing && !rel
 		}
 		p.mu.Unlock()
+		m.release(batch[:done])
 		switch {
 		case rel:
 			p.release()

@@ -26,6 +26,11 @@
 // constants. This differs from RocketMQ's record in three ways, all
 // deliberate: no born/store host fields (there is no network), a TAGSCODE
 // field so the dispatcher need not parse properties, and little-endian order.
+//
+// Decoding copies: Decode and DecodeAt fill a MessageExt, a Batch carves
+// many from shared blocks, and a Pool's Batches recycle those blocks once
+// every message in them is released (Release), for readers that allocate
+// nothing per message.
 package message
 
 import (

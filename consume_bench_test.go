@@ -4,6 +4,7 @@ package mqlite
 // backlogged messages):
 //
 //	go test -run '^$' -bench 'Consume|EndToEnd' -benchtime 1000000x -count 3 -benchmem .
+//	go test -run '^$' -bench 'Paced' -benchtime 50000x -count 3 .
 
 import (
 	"context"
@@ -152,4 +153,99 @@ func itoa(i int) string {
 		return string(rune('0' + i))
 	}
 	return itoa(i/10) + string(rune('0'+i%10))
+}
+
+// pacedInterval is the steady load of the paced benchmarks: 10,000
+// messages a second, the harness's latency rate.
+const pacedInterval = 100 * time.Microsecond
+
+// pacedStore opens a store on disk with the one-queue topic "e2e".
+func pacedStore(b *testing.B) *Store {
+	s, err := Open(filepath.Join(b.TempDir(), "store"), &Options{SegmentSize: 256 << 20})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { s.Close() })
+	if err := s.CreateTopic("e2e", TopicConfig{Queues: 1}); err != nil {
+		b.Fatal(err)
+	}
+	return s
+}
+
+// pacedSend sends b.N messages to "e2e" one every pacedInterval, whether
+// or not the last one arrived, storing into sent[i] when message i's
+// send was called; then it waits for done and reports the percentiles of
+// lat.
+func pacedSend(b *testing.B, send func(*Message) error, sent []atomic.Int64, done <-chan struct{}, lat []time.Duration) {
+	m := &Message{Topic: "e2e", Body: make([]byte, 128)}
+	b.ResetTimer()
+	start := time.Now()
+	for i := range b.N {
+		if d := time.Until(start.Add(time.Duration(i) * pacedInterval)); d > 0 {
+			time.Sleep(d)
+		}
+		sent[i].Store(time.Now().UnixNano())
+		if err := send(m); err != nil {
+			b.Fatal(err)
+		}
+	}
+	<-done
+	b.StopTimer()
+	reportPercentiles(b, "e2e", lat)
+}
+
+// BenchmarkEndToEndPaced is BenchmarkEndToEnd under a steady load (see
+// pacedSend): Send called -> the push consumer's handler starts.
+func BenchmarkEndToEndPaced(b *testing.B) {
+	s := pacedStore(b)
+	p, err := s.NewProducer(ProducerOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	sent := make([]atomic.Int64, b.N)
+	lat := make([]time.Duration, b.N)
+	var arrived atomic.Int64
+	done := make(chan struct{})
+	c, err := s.NewPushConsumer("g", ConsumerOptions{ConsumeFromWhere: ConsumeFromFirstOffset})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	c.Subscribe("e2e", nil)
+	c.Start(func(_ context.Context, msgs []*MessageExt) ConsumeResult {
+		now := time.Now().UnixNano()
+		for _, m := range msgs {
+			lat[m.QueueOffset] = time.Duration(now - sent[m.QueueOffset].Load())
+		}
+		if arrived.Add(int64(len(msgs))) == int64(b.N) {
+			close(done)
+		}
+		return ConsumeSuccess
+	})
+	pacedSend(b, func(m *Message) error { _, err := p.Send(context.Background(), m); return err }, sent, done, lat)
+}
+
+// BenchmarkReadQueuePaced: the same load, Put called -> a reader blocked
+// in ReadQueue has the message (the harness's latency workload).
+func BenchmarkReadQueuePaced(b *testing.B) {
+	s := pacedStore(b)
+	sent := make([]atomic.Int64, b.N)
+	lat := make([]time.Duration, b.N)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for next := int64(0); next < int64(b.N); {
+			ms, err := s.ReadQueue(context.Background(), "e2e", 0, next, 1024)
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			now := time.Now().UnixNano()
+			for _, m := range ms {
+				lat[m.QueueOffset] = time.Duration(now - sent[m.QueueOffset].Load())
+			}
+			next += int64(len(ms))
+		}
+	}()
+	pacedSend(b, func(m *Message) error { _, err := s.Put(context.Background(), m, 0); return err }, sent, done, lat)
 }

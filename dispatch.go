@@ -41,7 +41,9 @@ type dispatcher struct {
 	next        int64 // next CommitLog offset to dispatch
 	lastStoreMs int64 // newest store time seen
 	inline      inlineWindow
-	stopped     bool // stop ran: the files may be closing, nobody dispatches any more
+	stopped     bool   // stop ran: the files may be closing, nobody dispatches any more
+	woke        bool   // the last catchUp woke a reader
+	onYield     func() // test hook: a sender yields to the readers it woke
 
 	queues map[string][]*consumequeue.Queue // topic -> queue id -> queue
 	batch  batch                            // records scanned, not yet applied (dispatch_record.go)
@@ -178,11 +180,13 @@ func (d *dispatcher) catchUp(to int64) error {
 	if d.onPublish != nil {
 		d.onPublish(next)
 	}
+	d.woke = false
 	if len(d.mu.waiters) > 0 { // ranging over a map that once held many costs even when empty
 		for k, w := range d.mu.waiters {
 			if w.ready(next) {
 				close(w.ch)
 				delete(d.mu.waiters, k)
+				d.woke = true
 			}
 		}
 	}

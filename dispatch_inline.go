@@ -7,7 +7,10 @@ package mqlite
 // microseconds on a virtual machine, for a few hundred nanoseconds of
 // work. So a sender that finds the loop asleep dispatches the new records
 // itself, if nobody else is dispatching (it never waits for that), and its
-// record is readable when Put returns.
+// record is readable when Put returns. If that woke a blocked reader, the
+// sender then yields (runtime.Gosched) so the reader runs at once instead
+// of waiting in the sender's run queue in turn: under a steady 10,000
+// messages a second that took end-to-end p50 from 35-50 µs to 3-5 µs.
 //
 // That moves the dispatch work onto the senders, one record at a time
 // (~0.7 µs each, against ~0.3 µs in the loop's batches on the other
@@ -20,6 +23,8 @@ package mqlite
 // find someone else dispatching (they never wait), or more than
 // inlineMaxBytes waiting (a large batch, whose dispatch then overlaps the
 // sender's next appends).
+
+import "runtime"
 
 const (
 	inlineMaxPerMs = 500 // puts per millisecond, 500,000 per second
@@ -43,15 +48,25 @@ func (d *dispatcher) notifySender() {
 		return // the loop looks for new records before it sleeps
 	}
 	if d.run.TryLock() {
-		done := d.stopped // a put racing with Close: nothing to wake either
+		done, woke := d.stopped, false // a put racing with Close: nothing to wake either
 		if !done && d.inlineAllowed() {
 			if to := d.confirmed(); to-d.next <= inlineMaxBytes {
 				// An error is left to the loop, which retries the same
 				// records (dispatch is idempotent) and reports it.
 				done = d.catchUp(to) == nil
+				woke = d.woke
 			}
 		}
 		d.run.Unlock()
+		if woke {
+			// The woken reader waits in this goroutine's run queue
+			// until it blocks or an idle core steals it (tens of µs or
+			// more on a VM): let it run now.
+			if d.onYield != nil {
+				d.onYield()
+			}
+			runtime.Gosched()
+		}
 		if done {
 			return
 		}

@@ -182,3 +182,39 @@ func TestNoSenderDispatchAfterStop(t *testing.T) {
 	d.notifySender()
 	require.False(t, published, "a sender dispatched after stop")
 }
+
+// A sender whose dispatch wakes a blocked reader yields to it (so that
+// the reader need not wait until the sender blocks); one that wakes
+// nobody does not.
+func TestSenderYieldsToWokenReader(t *testing.T) {
+	s := memStore(t, Options{})
+	require.NoError(t, s.CreateTopic("orders", TopicConfig{Queues: 1}))
+	q, err := s.cqueue("orders", 0)
+	require.NoError(t, err)
+	var yields atomic.Int64
+	s.disp.run.Lock()
+	s.disp.onYield = func() { yields.Add(1) }
+	s.disp.run.Unlock()
+	put := func() {
+		t.Helper()
+		waitLoopAsleep(s)
+		_, err := s.Put(context.Background(), &Message{Topic: "orders", Body: []byte("x")}, 0)
+		require.NoError(t, err)
+	}
+	put()
+	require.Zero(t, yields.Load(), "yielded with no reader waiting")
+	read := make(chan error, 1)
+	go func() {
+		_, err := s.ReadQueue(context.Background(), "orders", 0, 1, 16)
+		read <- err
+	}()
+	waitFor(t, "the reader to block", func() bool {
+		s.disp.mu.Lock()
+		defer s.disp.mu.Unlock()
+		_, ok := s.disp.mu.waiters[waitKey{q, 1}]
+		return ok
+	})
+	put()
+	require.NoError(t, <-read)
+	require.EqualValues(t, 1, yields.Load(), "woke the reader without yielding to it")
+}

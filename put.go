@@ -3,6 +3,7 @@ package mqlite
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/mqlite/mqlite/clock"
@@ -97,20 +98,31 @@ func (s *Store) nowMs() int64 {
 	return s.opts.Clock.Now().UnixMilli()
 }
 
+// topicNext is one topic's next offset per queue id, under the name the
+// store owns: the caller's topic string is never kept, since its bytes
+// may change after the put (a consumed message of a recycling consumer,
+// sent on).
+type topicNext struct {
+	name string
+	next []int64
+}
+
 // nextOffsets returns the next-offset table of topic, long enough for
 // queue (append lock). The last topic's table is kept at hand: a run of
 // puts to one topic compares the name instead of hashing it.
 func (s *Store) nextOffsets(topic string, queue int32) []int64 {
-	next := s.lastNext
-	if topic != s.lastTopic || next == nil {
-		next = s.queues[topic]
+	e := s.lastNext
+	if e == nil || topic != e.name {
+		if e = s.queues[topic]; e == nil {
+			e = &topicNext{name: strings.Clone(topic)}
+			s.queues[e.name] = e
+		}
+		s.lastNext = e
 	}
-	if int(queue) >= len(next) {
-		next = append(next, make([]int64, int(queue)+1-len(next))...)
-		s.queues[topic] = next
+	if int(queue) >= len(e.next) {
+		e.next = append(e.next, make([]int64, int(queue)+1-len(e.next))...)
 	}
-	s.lastTopic, s.lastNext = topic, next
-	return next
+	return e.next
 }
 
 // putHex writes v as len(dst) upper-case hex digits, two at a time.

@@ -47,7 +47,7 @@ import (
 
 // openReadOnly is Open for Options.ReadOnly.
 func openReadOnly(fs vfs.FS, dir string, o Options, explicitSegment bool) (*Store, error) {
-	s := &Store{opts: o, dir: filepath.Clean(dir), fs: vfs.ReadOnly(fs), readOnly: true, queues: map[string][]int64{}}
+	s := &Store{opts: o, dir: filepath.Clean(dir), fs: vfs.ReadOnly(fs), readOnly: true, queues: map[string]*topicNext{}}
 	s.explicitSegment = explicitSegment
 	if err := s.openRO(); err != nil {
 		if s.txn != nil {

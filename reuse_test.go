@@ -10,6 +10,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/stretchr/testify/require"
 
@@ -177,4 +178,37 @@ func TestReuseMessagesAllocatesLess(t *testing.T) {
 	reused := perMessage("reused", true)
 	t.Logf("bytes allocated per message: %.0f plain, %.0f reused", plain, reused)
 	require.Less(t, reused, plain/2)
+}
+
+// TestStoreKeepsNoCallerStrings: the store keeps its own copy of a topic
+// name it remembers (the registry, the next-offset tables), so a caller's
+// string whose bytes change after the put (a recycled message's Topic,
+// sent on) changes nothing stored. Without the copies the first topic's
+// offset table would answer for the second name.
+func TestStoreKeepsNoCallerStrings(t *testing.T) {
+	s := memStore(t, Options{})
+	buf := []byte("first")
+	name := unsafe.String(&buf[0], len(buf)) // a string over bytes that will change
+	ctx := context.Background()
+	for range 3 {
+		_, err := s.Put(ctx, &Message{Topic: name, Body: []byte("x")}, 0)
+		require.NoError(t, err)
+	}
+	copy(buf, "other") // the caller's bytes change: name now reads "other"
+	_, err := s.Topic("first")
+	require.NoError(t, err, "the registry lost the topic")
+	_, err = s.Topic("other")
+	require.ErrorIs(t, err, ErrTopicNotFound, "the registry renamed the topic")
+	res, err := s.Put(ctx, &Message{Topic: "other", Body: []byte("y")}, 0)
+	require.NoError(t, err)
+	require.EqualValues(t, 0, res.QueueOffset, "the new topic took the first topic's offsets")
+	res, err = s.Put(ctx, &Message{Topic: "first", Body: []byte("z")}, 0)
+	require.NoError(t, err)
+	require.EqualValues(t, 3, res.QueueOffset)
+	var names []string
+	for _, ti := range s.Topics() {
+		names = append(names, ti.Name)
+	}
+	require.Contains(t, names, "first")
+	require.Contains(t, names, "other")
 }

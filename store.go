@@ -43,9 +43,8 @@ type Store struct {
 	// queues holds each topic's next offset per queue id. It is read and
 	// written only inside commitlog's append lock (EncodePayload) and
 	// during Open, like the fields after it.
-	queues      map[string][]int64
-	lastTopic   string  // the topic of the last put, and
-	lastNext    []int64 // its queues entry (nextOffsets)
+	queues      map[string]*topicNext
+	lastNext    *topicNext // the entry of the last put's topic (nextOffsets)
 	lastStoreMs int64
 	topics      *topic.Registry
 	sched       *scheduler
@@ -114,7 +113,7 @@ func openFS(fs vfs.FS, dir string, opts *Options) (*Store, error) {
 	if o.ReadOnly {
 		return openReadOnly(fs, dir, o, opts != nil && opts.SegmentSize != 0)
 	}
-	s := &Store{opts: o, dir: filepath.Clean(dir), fs: fs, queues: map[string][]int64{},
+	s := &Store{opts: o, dir: filepath.Clean(dir), fs: fs, queues: map[string]*topicNext{},
 		uniqPrefix: rand.Uint32(), cpQuit: make(chan struct{}), cpDone: make(chan struct{})}
 	putHex(s.uniqHex[:], uint64(s.uniqPrefix))
 	s.resyncWall()

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -110,7 +111,7 @@ func (r *Registry) Create(name string, c Config) error {
 		if _, ok := m[name]; ok {
 			return fmt.Errorf("mqlite: create topic %q: %w", name, errs.ErrTopicExists)
 		}
-		m[name] = record{Queues: c.Queues, Created: r.now().UnixMilli()}
+		m[strings.Clone(name)] = record{Queues: c.Queues, Created: r.now().UnixMilli()}
 		return nil
 	})
 }
@@ -138,7 +139,7 @@ func (r *Registry) Ensure(name string, c Config, system bool) (int, error) {
 			n = rec.Queues
 			return errUnchanged
 		}
-		m[name] = record{Queues: c.Queues, System: system, Created: r.now().UnixMilli()}
+		m[strings.Clone(name)] = record{Queues: c.Queues, System: system, Created: r.now().UnixMilli()}
 		n = c.Queues
 		return nil
 	})
@@ -165,7 +166,7 @@ func (r *Registry) EnsureAtLeast(name string, queues int) (int, error) {
 			rec = record{System: true, Created: r.now().UnixMilli()}
 		}
 		rec.Queues = queues
-		m[name] = rec
+		m[strings.Clone(name)] = rec
 		return nil
 	})
 	return n, err
@@ -205,7 +206,7 @@ func (r *Registry) Update(name string, c Config) error {
 			return errUnchanged
 		}
 		rec.Queues = c.Queues
-		m[name] = rec
+		m[strings.Clone(name)] = rec
 		return nil
 	})
 }

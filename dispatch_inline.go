@@ -59,19 +59,23 @@ func (d *dispatcher) notifySender() {
 		}
 		d.run.Unlock()
 		if woke {
-			// The woken reader waits in this goroutine's run queue
-			// until it blocks or an idle core steals it (tens of µs or
-			// more on a VM): let it run now.
-			if d.onYield != nil {
-				d.onYield()
-			}
-			runtime.Gosched()
+			d.yield()
 		}
 		if done {
 			return
 		}
 	}
 	d.notify()
+}
+
+// yield lets the readers the last catchUp woke run now: each waits in the
+// waking goroutine's run queue until that goroutine blocks or an idle core
+// steals it (tens of µs or more on a VM). Called without run.
+func (d *dispatcher) yield() {
+	if d.onYield != nil {
+		d.onYield()
+	}
+	runtime.Gosched()
 }
 
 // inlineAllowed starts a new rate window once inlineWindowMs have passed

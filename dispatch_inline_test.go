@@ -183,38 +183,50 @@ func TestNoSenderDispatchAfterStop(t *testing.T) {
 	require.False(t, published, "a sender dispatched after stop")
 }
 
-// A sender whose dispatch wakes a blocked reader yields to it (so that
-// the reader need not wait until the sender blocks); one that wakes
-// nobody does not.
-func TestSenderYieldsToWokenReader(t *testing.T) {
-	s := memStore(t, Options{})
-	require.NoError(t, s.CreateTopic("orders", TopicConfig{Queues: 1}))
-	q, err := s.cqueue("orders", 0)
-	require.NoError(t, err)
-	var yields atomic.Int64
-	s.disp.run.Lock()
-	s.disp.onYield = func() { yields.Add(1) }
-	s.disp.run.Unlock()
-	put := func() {
-		t.Helper()
-		waitLoopAsleep(s)
-		_, err := s.Put(context.Background(), &Message{Topic: "orders", Body: []byte("x")}, 0)
-		require.NoError(t, err)
+// Whoever dispatches a record that wakes a blocked reader yields to it
+// (so that the reader need not wait until that goroutine blocks): the
+// sender dispatching in place (FlushAsync) and the loop (FlushSync, where
+// only flushed records are dispatched). A dispatch that wakes nobody does
+// not yield.
+func TestDispatchYieldsToWokenReader(t *testing.T) {
+	for _, md := range []mode{modes[2], modes[3]} { // file-async-tiny, file-sync-tiny
+		t.Run(md.name, func(t *testing.T) {
+			fs, dir := md.fs(t)
+			s := openMode(t, md, fs, dir)
+			defer s.Close()
+			require.NoError(t, s.CreateTopic("orders", TopicConfig{Queues: 1}))
+			q, err := s.cqueue("orders", 0)
+			require.NoError(t, err)
+			var yields atomic.Int64
+			s.disp.run.Lock()
+			s.disp.onYield = func() { yields.Add(1) }
+			s.disp.run.Unlock()
+			put := func() int64 {
+				t.Helper()
+				res, err := s.Put(context.Background(), &Message{Topic: "orders", Body: []byte("x")}, 0)
+				require.NoError(t, err)
+				return res.End()
+			}
+			end := put()
+			waitFor(t, "the dispatch", func() bool { return s.disp.dispatched() >= end }) // no waiter of its own
+			require.Zero(t, yields.Load(), "yielded with no reader waiting")
+			read := make(chan error, 1)
+			go func() {
+				_, err := s.ReadQueue(context.Background(), "orders", 0, 1, 16)
+				read <- err
+			}()
+			waitFor(t, "the reader to block", func() bool {
+				s.disp.mu.Lock()
+				defer s.disp.mu.Unlock()
+				_, ok := s.disp.mu.waiters[waitKey{q, 1}]
+				return ok
+			})
+			waitLoopAsleep(s) // FlushAsync: so the sender dispatches, not the loop
+			s.disp.run.Lock() // and the loop has let go of run
+			s.disp.run.Unlock()
+			put()
+			require.NoError(t, <-read)
+			require.EqualValues(t, 1, yields.Load(), "woke the reader without yielding to it")
+		})
 	}
-	put()
-	require.Zero(t, yields.Load(), "yielded with no reader waiting")
-	read := make(chan error, 1)
-	go func() {
-		_, err := s.ReadQueue(context.Background(), "orders", 0, 1, 16)
-		read <- err
-	}()
-	waitFor(t, "the reader to block", func() bool {
-		s.disp.mu.Lock()
-		defer s.disp.mu.Unlock()
-		_, ok := s.disp.mu.waiters[waitKey{q, 1}]
-		return ok
-	})
-	put()
-	require.NoError(t, <-read)
-	require.EqualValues(t, 1, yields.Load(), "woke the reader without yielding to it")
 }

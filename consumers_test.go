@@ -264,7 +264,9 @@ func TestConsumerSurvivesKill9(t *testing.T) {
 		mu.Lock()
 		defer mu.Unlock()
 		for _, m := range msgs {
-			if _, ok := firstAgain[int(m.QueueID)]; !ok {
+			// The lowest offset redelivered, not the first to arrive:
+			// concurrent handler calls take the lock in any order.
+			if first, ok := firstAgain[int(m.QueueID)]; !ok || m.QueueOffset < first {
 				firstAgain[int(m.QueueID)] = m.QueueOffset
 			}
 			if b := string(m.Body); !again[b] {

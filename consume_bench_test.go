@@ -160,17 +160,7 @@ func itoa(i int) string {
 const pacedInterval = 100 * time.Microsecond
 
 // pacedStore opens a store on disk with the one-queue topic "e2e".
-func pacedStore(b *testing.B) *Store {
-	s, err := Open(filepath.Join(b.TempDir(), "store"), &Options{SegmentSize: 256 << 20})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { s.Close() })
-	if err := s.CreateTopic("e2e", TopicConfig{Queues: 1}); err != nil {
-		b.Fatal(err)
-	}
-	return s
-}
+func pacedStore(b *testing.B) *Store { return benchStoreTopic(b, "e2e", 1) }
 
 // pacedSend sends b.N messages to "e2e" one every pacedInterval, whether
 // or not the last one arrived, storing into sent[i] when message i's

@@ -49,12 +49,7 @@ func TestPushConsumerFiltersByTag(t *testing.T) {
 			}
 			return ConsumeSuccess
 		}))
-		select {
-		case <-done:
-		case <-time.After(time.Minute): // a failure, not synchronisation
-			mu.Lock()
-			t.Fatalf("group %s got %v, stats %+v", group, got, c.Stats())
-		}
+		awaitDone(t, done, &mu, func() string { return fmt.Sprintf("group %s got %v, stats %+v", group, got, c.Stats()) })
 		require.NoError(t, c.Shutdown(ctx))
 		return got
 	}
@@ -73,6 +68,18 @@ func TestPushConsumerFiltersByTag(t *testing.T) {
 		behind += l.Lag
 	}
 	require.Zero(t, behind, "filtered-out messages advance the offset too")
+}
+
+// awaitDone waits for done; after a minute (a bound on a failure, not
+// synchronisation) it fails the test with what(), called with mu held.
+func awaitDone(t *testing.T, done <-chan struct{}, mu *sync.Mutex, what func() string) {
+	t.Helper()
+	select {
+	case <-done:
+	case <-time.After(time.Minute):
+		mu.Lock()
+		t.Fatal(what())
+	}
 }
 
 // TestAlwaysFailingHandlerEndsInDLQ: a handler that always fails sees the

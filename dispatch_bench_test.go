@@ -26,7 +26,12 @@ var (
 	benchFlush      = flag.Duration("bench.flush", 0, "FlushInterval for the dispatch benchmarks")
 )
 
-func benchStore(b *testing.B) *Store {
+// benchStore opens a store on disk (256 MiB segments, the -bench.*
+// intervals) with the four-queue topic "bench".
+func benchStore(b *testing.B) *Store { return benchStoreTopic(b, "bench", 4) }
+
+// benchStoreTopic is benchStore with topic name of queues queues.
+func benchStoreTopic(b *testing.B, name string, queues int) *Store {
 	b.Helper()
 	o := &Options{SegmentSize: 256 << 20}
 	if *benchCheckpoint > 0 {
@@ -40,7 +45,7 @@ func benchStore(b *testing.B) *Store {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { s.Close() })
-	if err := s.CreateTopic("bench", TopicConfig{Queues: 4}); err != nil {
+	if err := s.CreateTopic(name, TopicConfig{Queues: queues}); err != nil {
 		b.Fatal(err)
 	}
 	return s

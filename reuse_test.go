@@ -99,12 +99,7 @@ func TestReuseMessagesPush(t *testing.T) {
 				}
 				return ConsumeSuccess
 			}))
-			select {
-			case <-done:
-			case <-time.After(time.Minute): // a failure, not synchronisation
-				mu.Lock()
-				t.Fatalf("%d of %d delivered; stats %+v", len(seen), want, c.Stats())
-			}
+			awaitDone(t, done, &mu, func() string { return fmt.Sprintf("%d of %d delivered; stats %+v", len(seen), want, c.Stats()) })
 			require.NoError(t, c.Shutdown(context.Background()))
 			require.NoError(t, bad)
 		})

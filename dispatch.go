@@ -145,12 +145,14 @@ func (d *dispatcher) loop() {
 		}
 		d.sleeping.Store(true)
 		pending := d.confirmed() > d.next
-		woke := d.woke
+		// As a sender does (dispatch_inline.go): a woken reader would
+		// otherwise wait in this goroutine's run queue until the loop
+		// sleeps, which a burst of sends keeps it from. Only while the
+		// put rate is low (yieldMaxPerMs).
+		d.inlineAllowed() // brings the rate window up to date
+		woke := d.woke && d.inline.yield
 		d.run.Unlock()
 		if woke {
-			// As a sender does (dispatch_inline.go): a woken reader
-			// would otherwise wait in this goroutine's run queue until
-			// the loop sleeps, which a burst of sends keeps it from.
 			d.yield()
 		}
 		if pending {

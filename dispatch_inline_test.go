@@ -94,6 +94,18 @@ func TestInlineRateWindow(t *testing.T) {
 	require.False(t, d.inlineAllowed(), "the clock went back: no rate known")
 	clk.Advance(inlineWindowMs * ms)
 	require.True(t, d.inlineAllowed())
+
+	// Yielding to woken readers has the lower bound yieldMaxPerMs: between
+	// the two, senders dispatch in place but do not yield.
+	require.True(t, d.inline.yield, "a quiet window")
+	s.metrics.puts.Add(inlineWindowMs*yieldMaxPerMs + 1)
+	clk.Advance(inlineWindowMs * ms)
+	require.True(t, d.inlineAllowed(), "above the yield rate, below the inline rate")
+	require.False(t, d.inline.yield, "one put over the yield rate")
+	s.metrics.puts.Add(inlineWindowMs * yieldMaxPerMs)
+	clk.Advance(inlineWindowMs * ms)
+	d.inlineAllowed()
+	require.True(t, d.inline.yield, "exactly the yield rate")
 }
 
 // A sender that finds more than inlineMaxBytes waiting leaves them to the

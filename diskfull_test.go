@@ -64,8 +64,8 @@ func (w *fullWriter) fillUp() {
 	childFail(w.t, "the disk never filled")
 }
 
-// resume sends until one succeeds (the allocator may answer once more
-// with the failure it met before there was room) and returns how long
+// resume sends until one succeeds (the first append that needs a segment
+// asks the allocator again, so one normally does) and returns how long
 // that took.
 func (w *fullWriter) resume() time.Duration {
 	start := time.Now()

@@ -112,6 +112,9 @@ type Log struct {
 		cur    *segment
 		closed bool
 		warmAt int64 // ask the allocator to warm more once the write position passes this (warm.go)
+		// allocIdle: the allocator's last preparation failed and nothing
+		// is asked of it; the next roll asks again and waits for the answer
+		allocIdle bool
 	}
 	snap    atomic.Pointer[snapshot] // pinned by readers; copy-on-write (retention.go)
 	wrote   atomic.Int64             // end of the last appended record
@@ -348,9 +351,17 @@ func putBlank(b []byte, rest uint32) {
 // rollLocked takes the segment the allocator prepared and makes it current.
 func (l *Log) rollLocked() (*segment, error) {
 	want := l.mu.cur.start + l.opts.SegmentSize
+	if l.mu.allocIdle {
+		l.mu.allocIdle = false
+		l.allocReq <- want
+	}
 	p := <-l.allocReady
 	if p.err != nil {
-		l.allocReq <- want
+		// No retry in the background: on a full disk it would take the
+		// last free bytes for as long as the attempt lasts, failing the
+		// small writes (offsets, configs) that should still succeed.
+		// The next append that needs the segment asks again.
+		l.mu.allocIdle = true
 		return nil, p.err
 	}
 	if p.seg.start != want {

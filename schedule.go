@@ -121,23 +121,38 @@ func (d *scheduler) sleep(dur time.Duration) bool {
 }
 
 // sleepUntil waits until the clock reaches t, wake fires, or quit closes
-// (then it returns false). The clock is read again after the timer is
-// armed, so a clock that moved past t meanwhile (a test's fake clock, or
-// a slow goroutine) does not leave the timer armed for too late.
+// (then it returns false). A timer is armed for a duration, so a clock
+// that moves between reading it and arming (a test's fake clock jumping,
+// or this goroutine descheduled) arms it late by as much: the clock is
+// read again after arming, and a timer armed more than sleepSlack late is
+// armed again. (Only past t it was enough to return; a jump that stopped
+// short of t left the timer armed for after t, and a clock then held at t
+// never fired it.)
 func sleepUntil(clk clock.Clock, t time.Time, wake <-chan struct{}, quit <-chan struct{}) bool {
-	tm := clk.NewTimer(t.Sub(clk.Now()))
-	defer tm.Stop()
-	if !clk.Now().Before(t) {
+	for {
+		now := clk.Now()
+		if !now.Before(t) {
+			return true
+		}
+		tm := clk.NewTimer(t.Sub(now))
+		if clk.Now().Sub(now) > sleepSlack {
+			tm.Stop()
+			continue
+		}
+		select {
+		case <-tm.C():
+		case <-wake:
+		case <-quit:
+			tm.Stop()
+			return false
+		}
+		tm.Stop()
 		return true
 	}
-	select {
-	case <-tm.C():
-	case <-wake:
-	case <-quit:
-		return false
-	}
-	return true
 }
+
+// sleepSlack is how late sleepUntil lets a timer be armed.
+const sleepSlack = time.Millisecond
 
 func (d *scheduler) run(level int) {
 	defer d.wg.Done()

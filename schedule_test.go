@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"path/filepath"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -270,4 +271,40 @@ func TestOpenCreatesNoEmptyQueues(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, s.Close())
 	require.ElementsMatch(t, want, queueDirs())
+}
+
+// jumpingClock is a fake clock that jumps by jump the first time a timer
+// is armed, just before arming it: the clock moving between sleepUntil's
+// reading of it and the arming, as a test's clock or a descheduled
+// goroutine does.
+type jumpingClock struct {
+	*clock.Fake
+	jump   time.Duration
+	jumped atomic.Bool
+}
+
+func (c *jumpingClock) NewTimer(d time.Duration) clock.Timer {
+	if c.jumped.CompareAndSwap(false, true) {
+		c.Advance(c.jump)
+	}
+	return c.Fake.NewTimer(d)
+}
+
+// TestSleepUntilRearmsALateTimer: a clock that jumped part of the way
+// while the timer was armed left it armed for after the deadline, and a
+// clock then held at the deadline never woke the sleeper (the retry
+// ladder test hung so, once in several runs).
+func TestSleepUntilRearmsALateTimer(t *testing.T) {
+	clk := &jumpingClock{Fake: clock.NewFake(t0), jump: 5 * time.Second}
+	deadline := t0.Add(10 * time.Second)
+	woke := make(chan bool, 1)
+	go func() { woke <- sleepUntil(clk, deadline, nil, nil) }()
+	waitFor(t, "the sleeper's timer", func() bool { return clk.jumped.Load() && clk.Waiters() == 1 })
+	clk.Set(deadline)
+	select {
+	case ok := <-woke:
+		require.True(t, ok)
+	case <-time.After(time.Minute): // a failure, not synchronisation
+		t.Fatal("the sleeper slept past its deadline")
+	}
 }

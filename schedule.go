@@ -139,15 +139,15 @@ func sleepUntil(clk clock.Clock, t time.Time, wake <-chan struct{}, quit <-chan 
 			tm.Stop()
 			continue
 		}
+		ok := true
 		select {
 		case <-tm.C():
 		case <-wake:
 		case <-quit:
-			tm.Stop()
-			return false
+			ok = false
 		}
 		tm.Stop()
-		return true
+		return ok
 	}
 }
 

@@ -190,6 +190,7 @@ func BenchmarkAppend(b *testing.B) {
 				b.StopTimer()
 				stop()
 				reportRate(b, size)
+				b.ReportMetric(float64(l.rollWait.Load())/float64(b.N), "rollwait-ns/op")
 				if err := l.Close(); err != nil {
 					b.Fatal(err)
 				}

@@ -12,6 +12,7 @@ import (
 	"sort"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/mqlite/mqlite/internal/errs"
 	"github.com/mqlite/mqlite/internal/vfs"
@@ -78,6 +79,10 @@ type Options struct {
 	// fail with ErrReadOnly. RecoverFrom, Trusted, CleanShutdown and
 	// NoWarm are ignored.
 	ReadOnly bool
+
+	// populate pre-faults memory for the allocator; vfs.Populate unless
+	// a test watches the warming.
+	populate func([]byte)
 }
 
 // Appender encodes one record's payload in place, inside the append lock.
@@ -121,6 +126,9 @@ type Log struct {
 	flushed atomic.Int64             // durably flushed through here
 	fenced  atomic.Pointer[error]
 	pending atomic.Int64 // len(ret.retired): tells the last reader of a snapshot to look
+	// rollWait is the time appends spent waiting at a roll for the
+	// allocator to prepare the next segment (BenchmarkAppend reports it).
+	rollWait atomic.Int64
 
 	flushMu sync.Mutex
 	delMu   sync.Mutex // serialises DeleteBefore and Close's unmapping
@@ -159,6 +167,9 @@ func (o *Options) validate() error {
 	}
 	if o.WarmBytes == 0 {
 		o.WarmBytes = DefaultWarmBytes
+	}
+	if o.populate == nil {
+		o.populate = vfs.Populate
 	}
 	if o.WarmBytes < 0 {
 		problems = append(problems, fmt.Errorf("negative WarmBytes %d", o.WarmBytes))
@@ -355,7 +366,14 @@ func (l *Log) rollLocked() (*segment, error) {
 		l.mu.allocIdle = false
 		l.allocReq <- want
 	}
-	p := <-l.allocReady
+	var p prepared
+	select {
+	case p = <-l.allocReady:
+	default:
+		t := time.Now()
+		p = <-l.allocReady
+		l.rollWait.Add(int64(time.Since(t)))
+	}
 	if p.err != nil {
 		// No retry in the background: on a full disk it would take the
 		// last free bytes for as long as the attempt lasts, failing the

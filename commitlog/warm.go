@@ -1,19 +1,16 @@
 package commitlog
 
-import (
-	"runtime/debug"
-
-	"github.com/mqlite/mqlite/internal/vfs"
-)
+import "runtime/debug"
 
 // Warming. A write into a page of a mapped file that is not resident yet
 // takes a page fault: on this kind of machine 1 µs for a recycled page and
 // 10-20 µs for memory the guest never touched, against ~40 ns for the
 // whole append of a small record. So the allocator goroutine pre-faults
 // (MADV_POPULATE_WRITE) the Options.WarmBytes after the write position, in the
-// current segment and, while it prepares it, at the head of the next one,
-// and the append path never waits for a fault unless the writer outruns
-// the kernel.
+// current segment and, once it has handed the next one to the appender, at
+// that one's head. The append path takes no fault unless the writer
+// outruns the kernel, and then it faults pages in itself, beside the
+// warming, instead of waiting for it.
 //
 // The appender asks for more every eighth of WarmBytes (one comparison
 // per append, a channel send per step); the allocator owns the warmed
@@ -64,12 +61,12 @@ func (l *Log) warmAhead(done *int64) (more bool) {
 			more = false // a fault here is the appender's to report
 		}
 	}()
-	vfs.Populate(s.buf[from-s.start : end-s.start])
+	l.opts.populate(s.buf[from-s.start : end-s.start])
 	*done = end
 	return end < to
 }
 
-// warmHead populates the head of a segment the allocator just prepared,
+// warmHead populates the head of a segment the allocator just handed over,
 // a chunk at a time, serving the current segment's warming in between.
 func (l *Log) warmHead(seg *segment, done *int64) {
 	head := min(len(seg.buf), int(l.opts.WarmBytes))
@@ -81,6 +78,10 @@ func (l *Log) warmHead(seg *segment, done *int64) {
 			return
 		default:
 		}
-		vfs.Populate(seg.buf[off:min(head, off+warmChunk)])
+		end := min(head, off+warmChunk)
+		if l.wrote.Load() >= seg.start+int64(end) {
+			continue // the appender rolled in and wrote past it
+		}
+		l.opts.populate(seg.buf[off:end])
 	}
 }

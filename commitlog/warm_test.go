@@ -1,7 +1,10 @@
 package commitlog
 
 import (
+	"sync"
+	"sync/atomic"
 	"testing"
+	"unsafe"
 
 	"github.com/mqlite/mqlite/internal/vfs"
 )
@@ -40,4 +43,58 @@ func TestWarmStartsAtTheWritePosition(t *testing.T) {
 	if l.warmAhead(&done) || done != to {
 		t.Fatalf("warmed up to %d for a target past the last segment, want nothing done (%d)", done, to)
 	}
+}
+
+// The allocator hands a new segment over before it warms the segment's
+// head: an appender that reaches the roll while that warming runs rolls at
+// once (taking the faults itself) instead of waiting for all of it.
+func TestRollDoesNotWaitForHeadWarming(t *testing.T) {
+	const seg, warm = 64 << 10, 32 << 10
+	var lp atomic.Pointer[Log]
+	opened, blocked, release := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	handedOver := false
+	populate := func(b []byte) {
+		<-opened
+		l := lp.Load()
+		if published(l, b) {
+			return // the current segment's warming
+		}
+		once.Do(func() {
+			handedOver = len(l.allocReady) == 1
+			close(blocked)
+			if handedOver {
+				<-release
+			}
+		})
+	}
+	l, err := Open(Options{Dir: "/cl", FS: vfs.NewMem(), SegmentSize: seg, WarmBytes: warm, RecoverFrom: -1, populate: populate})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lp.Store(l)
+	close(opened)
+	defer l.Close()
+	defer close(release)
+	<-blocked
+	if !handedOver {
+		t.Fatal("the allocator warmed the next segment's head before handing it over")
+	}
+	a := bytesAppender(payload(1, 1000))
+	for l.WrotePosition() < seg+seg/2 {
+		if _, err := l.Append(a); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// published reports whether b lies in a segment of l's snapshot.
+func published(l *Log, b []byte) bool {
+	p := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	for _, s := range l.snap.Load().segs {
+		if q := uintptr(unsafe.Pointer(unsafe.SliceData(s.buf))); p >= q && p < q+uintptr(len(s.buf)) {
+			return true
+		}
+	}
+	return false
 }

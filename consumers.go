@@ -179,6 +179,7 @@ func (s *Store) waitQueue(ctx context.Context, q *consumequeue.Queue, from int64
 		}
 		select {
 		case <-ch:
+			s.disp.ran.Add(1)
 		case <-ctx.Done():
 			return ctx.Err()
 		}

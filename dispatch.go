@@ -3,6 +3,7 @@ package mqlite
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -41,9 +42,12 @@ type dispatcher struct {
 	next        int64 // next CommitLog offset to dispatch
 	lastStoreMs int64 // newest store time seen
 	inline      inlineWindow
-	stopped     bool   // stop ran: the files may be closing, nobody dispatches any more
-	woke        bool   // the last catchUp woke a reader
-	onYield     func() // test hook: a sender yields to the readers it woke
+	stopped     bool          // stop ran: the files may be closing, nobody dispatches any more
+	woke        bool          // the last catchUp woke a reader
+	wokeMark    uint64        // ran when it did (see yield)
+	onYield     func()        // test hook: a sender yields to the readers it woke
+	gosched     func()        // runtime.Gosched; tests count the calls
+	ran         atomic.Uint64 // woken readers that have run: each adds one once it has its channel
 
 	queues map[string][]*consumequeue.Queue // topic -> queue id -> queue
 	batch  batch                            // records scanned, not yet applied (dispatch_record.go)
@@ -85,7 +89,8 @@ func (w *waiter) ready(dispatched int64) bool {
 
 func newDispatcher(s *Store, cq *consumequeue.Store, idx *indexfile.Index, from int64) *dispatcher {
 	return &dispatcher{s: s, cq: cq, idx: idx, next: from, queues: map[string][]*consumequeue.Queue{},
-		batch: batch{failedAt: -1}, wake: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{})}
+		batch: batch{failedAt: -1}, wake: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{}),
+		gosched: runtime.Gosched}
 }
 
 // noSpace reports a full disk (or file size limit) behind err.
@@ -150,10 +155,10 @@ func (d *dispatcher) loop() {
 		// sleeps, which a burst of sends keeps it from. Only while the
 		// put rate is low (yieldMaxPerMs).
 		d.inlineAllowed() // brings the rate window up to date
-		woke := d.woke && d.inline.yield
+		woke, mark := d.woke && d.inline.yield, d.wokeMark
 		d.run.Unlock()
 		if woke {
-			d.yield()
+			d.yield(mark)
 		}
 		if pending {
 			d.sleeping.Store(false)
@@ -191,6 +196,7 @@ func (d *dispatcher) catchUp(to int64) error {
 	}
 	d.woke = false
 	if len(d.mu.waiters) > 0 { // ranging over a map that once held many costs even when empty
+		d.wokeMark = d.ran.Load()
 		for k, w := range d.mu.waiters {
 			if w.ready(next) {
 				close(w.ch)

@@ -236,9 +236,36 @@ func TestDispatchYieldsToWokenReader(t *testing.T) {
 			waitLoopAsleep(s) // FlushAsync: so the sender dispatches, not the loop
 			s.disp.run.Lock() // and the loop has let go of run
 			s.disp.run.Unlock()
+			ran := s.disp.ran.Load()
 			put()
 			require.NoError(t, <-read)
 			require.EqualValues(t, 1, yields.Load(), "woke the reader without yielding to it")
+			require.Equal(t, ran+1, s.disp.ran.Load(), "the woken reader did not count itself as run")
 		})
+	}
+}
+
+// A yield whose Gosched came back before any woken reader ran (the
+// scheduler took the yielder from the global queue, as it does once in 61
+// schedules) yields once more; one that let a reader run does not.
+func TestYieldAgainIfNoWokenReaderRan(t *testing.T) {
+	fs, dir := modes[0].fs(t)
+	s := openMode(t, modes[0], fs, dir)
+	defer s.Close()
+	d := s.disp
+	for _, readerRuns := range []bool{true, false} {
+		calls := 0
+		d.run.Lock()
+		d.gosched = func() {
+			calls++
+			if readerRuns {
+				d.ran.Add(1)
+			}
+		}
+		mark := d.ran.Load()
+		d.run.Unlock()
+		d.yield(mark)
+		want := map[bool]int{true: 1, false: 2}[readerRuns]
+		require.Equal(t, want, calls, "Gosched calls when the woken reader runs: %v", readerRuns)
 	}
 }

@@ -207,6 +207,7 @@ func (s *Store) readVisible(ctx context.Context, q *consumequeue.Queue, from int
 		}
 		select {
 		case <-ch:
+			s.disp.ran.Add(1)
 		case <-ctx.Done():
 			return 0, ctx.Err()
 		}

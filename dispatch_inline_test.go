@@ -269,3 +269,28 @@ func TestYieldAgainIfNoWokenReaderRan(t *testing.T) {
 		require.Equal(t, want, calls, "Gosched calls when the woken reader runs: %v", readerRuns)
 	}
 }
+
+// With FlushSync the loop, woken by the group commit after a sync, lets
+// the senders that sync released run before it dispatches; with
+// FlushAsync (no reader waiting) it has no one to give way to.
+func TestSyncDispatchLetsReleasedSendersGoFirst(t *testing.T) {
+	for _, tc := range []struct {
+		md   mode
+		want bool
+	}{{modes[3], true}, {modes[2], false}} { // file-sync-tiny, file-async-tiny
+		t.Run(tc.md.name, func(t *testing.T) {
+			fs, dir := tc.md.fs(t)
+			s := openMode(t, tc.md, fs, dir)
+			defer s.Close()
+			var calls atomic.Int64
+			s.disp.run.Lock()
+			s.disp.gosched = func() { calls.Add(1) }
+			s.disp.run.Unlock()
+			waitLoopAsleep(s)
+			res, err := s.Put(context.Background(), &Message{Topic: "orders", Body: []byte("x")}, 0)
+			require.NoError(t, err)
+			waitFor(t, "the dispatch", func() bool { return s.disp.dispatched() >= res.End() })
+			require.Equal(t, tc.want, calls.Load() > 0, "gosched calls: %d", calls.Load())
+		})
+	}
+}

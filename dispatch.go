@@ -42,15 +42,16 @@ type dispatcher struct {
 	next        int64 // next CommitLog offset to dispatch
 	lastStoreMs int64 // newest store time seen
 	inline      inlineWindow
-	stopped     bool          // stop ran: the files may be closing, nobody dispatches any more
-	woke        bool          // the last catchUp woke a reader
-	wokeMark    uint64        // ran when it did (see yield)
-	onYield     func()        // test hook: a sender yields to the readers it woke
-	gosched     func()        // runtime.Gosched; tests count the calls
-	ran         atomic.Uint64 // woken readers that have run: each adds one once it has its channel
+	stopped     bool   // stop ran: the files may be closing, nobody dispatches any more
+	woke        bool   // the last catchUp woke a reader
+	wokeMark    uint64 // ran when it did (see yield)
+	onYield     func() // test hook: a sender yields to the readers it woke
 
 	queues map[string][]*consumequeue.Queue // topic -> queue id -> queue
 	batch  batch                            // records scanned, not yet applied (dispatch_record.go)
+
+	ran     atomic.Uint64 // woken readers that have run: each adds one once it has its channel
+	gosched func()        // runtime.Gosched; tests count the calls (set them under run)
 
 	wake      chan struct{}
 	sleeping  atomic.Bool  // the loop is (about to be) parked on wake

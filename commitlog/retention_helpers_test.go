@@ -15,6 +15,17 @@ import (
 	"github.com/mqlite/mqlite/internal/vfs"
 )
 
+// openCountedLog opens a log for the tests that count mappings: without
+// warming, because the allocator pins a snapshot for a moment each time it
+// warms (warm.go), and a segment it holds then is unmapped when it lets
+// go, a moment after the reader the test is watching.
+func openCountedLog(t *testing.T, fs vfs.FS, dir string, seg int64) *Log {
+	t.Helper()
+	l, err := Open(Options{Dir: dir, FS: fs, SegmentSize: seg, RecoverFrom: -1, NoWarm: true})
+	require.NoError(t, err)
+	return l
+}
+
 // indexed records carry their index in the first 8 bytes, so that any
 // record a reader meets can be checked without a shared table.
 func indexed(i int) bytesAppender {

@@ -23,7 +23,7 @@ func TestDeleteBeforeMiddle(t *testing.T) {
 			inner, dir := fc.fs(t)
 			fs := newMapCountFS(inner)
 			const seg = 64 << 10
-			l := openLog(t, fs, dir, seg)
+			l := openCountedLog(t, fs, dir, seg)
 			offs := fillSegments(t, l, 8)
 			before := l.Segments()
 			require.Len(t, before, 8)
@@ -91,7 +91,7 @@ func TestDeleteBeforeMiddle(t *testing.T) {
 			require.NoError(t, l.Close())
 			require.Zero(t, fs.total(), "Close unmaps everything")
 
-			l = openLog(t, fs, dir, seg)
+			l = openCountedLog(t, fs, dir, seg)
 			require.Equal(t, before[4].Start, l.MinOffset())
 			check(l)
 			require.NoError(t, l.Close())
@@ -110,7 +110,7 @@ func TestDeleteBeforeConcurrentReaders(t *testing.T) {
 			inner, dir := fc.fs(t)
 			fs := newMapCountFS(inner)
 			const seg = MinSegmentSize * 2
-			l := openLog(t, fs, dir, seg)
+			l := openCountedLog(t, fs, dir, seg)
 			const records = 4000
 			var offs [records]atomic.Int64 // published by the appender
 			var count atomic.Int64
@@ -221,7 +221,7 @@ func TestReaderPinsRemovedSegment(t *testing.T) {
 			t.Run(fmt.Sprintf("%s/close=%v", fc.name, closeToo), func(t *testing.T) {
 				inner, dir := fc.fs(t)
 				fs := newMapCountFS(inner)
-				l := openLog(t, fs, dir, MinSegmentSize)
+				l := openCountedLog(t, fs, dir, MinSegmentSize)
 				offs := fillSegments(t, l, 4)
 				segs := l.Segments()
 				inside, proceed, readDone := make(chan struct{}), make(chan struct{}), make(chan error)
@@ -367,7 +367,7 @@ func TestDeleteBeforeInterrupted(t *testing.T) {
 
 func TestDeleteBeforeKeepsWriteSegment(t *testing.T) {
 	fs := newMapCountFS(vfs.NewMem())
-	l := openLog(t, fs, "/cl", MinSegmentSize)
+	l := openCountedLog(t, fs, "/cl", MinSegmentSize)
 
 	rep, err := l.DeleteBefore(1 << 62)
 	require.NoError(t, err, "one segment: nothing to do")

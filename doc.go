@@ -53,9 +53,11 @@
 // FlushSync the caller waits for the group commit whose sync covers its
 // record; with FlushAsync a background flusher syncs every FlushInterval
 // once FlushLeastPages are dirty, and everything every
-// FlushThoroughInterval. A background allocator creates, preallocates and
-// pre-faults the next segment before it is needed, and keeps the 64 MiB
-// ahead of the write position pre-faulted, so appends take no page faults.
+// FlushThoroughInterval. A background allocator creates and preallocates
+// the next segment before it is needed, pre-faults its head, and keeps the
+// 64 MiB ahead of the write position pre-faulted, so appends take no page
+// faults unless they outrun it (then they fault the pages in themselves
+// rather than wait).
 //
 // A dispatcher goroutine tails the CommitLog and, for every record, appends
 // a 20-byte entry to the record's ConsumeQueue (package consumequeue, one per

@@ -30,7 +30,8 @@ const (
 	MinSegmentSize       = 4096
 	// DefaultWarmBytes is how far ahead of the write position the
 	// allocator keeps the log pre-faulted by default (warm.go), and how
-	// much of the head of a new segment it pre-faults before the roll.
+	// much of the head of a new segment it pre-faults once it has handed
+	// the segment over.
 	DefaultWarmBytes = 64 << 20
 )
 

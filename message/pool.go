@@ -2,7 +2,6 @@ package message
 
 import (
 	"bytes"
-	"maps"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -112,7 +111,7 @@ func (m *MessageExt) Clone() *MessageExt {
 	}
 	if m.Properties != nil {
 		c.Properties = make(map[string]string, len(m.Properties))
-		for k, v := range maps.All(m.Properties) {
+		for k, v := range m.Properties {
 			c.Properties[strings.Clone(k)] = strings.Clone(v)
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -187,6 +188,9 @@ func (f *Faulty) ReadDir(dir string) ([]string, error)  { return f.inner.ReadDir
 func (f *Faulty) Stat(name string) (int64, bool, error) { return f.inner.Stat(name) }
 func (f *Faulty) Lock(name string) (io.Closer, error)   { return f.inner.Lock(name) }
 
+// LockShared is the inner FS's.
+func (f *Faulty) LockShared(name string) (io.Closer, error) { return f.inner.LockShared(name) }
+
 // SyncDir makes the current entries of dir (additions, renames and
 // removals) part of the durable image.
 func (f *Faulty) SyncDir(dir string) error {
@@ -224,10 +228,20 @@ func (f *Faulty) Crash(rng *rand.Rand, p float64) *MemFS {
 	for name, n := range f.synced {
 		names[name] = n
 	}
-	for name, n := range f.live {
-		if _, ok := names[name]; !ok && rng.Float64() < p {
-			names[name] = n
+	// Each change of an entry since the last directory sync (a create, a
+	// rename) survives with probability p. A file renamed since has one
+	// name in the image, never both: a rename is atomic.
+	for _, name := range sortedNames(f.live) {
+		n := f.live[name]
+		if names[name] == n || rng.Float64() >= p {
+			continue
 		}
+		for old, m := range names {
+			if m == n {
+				delete(names, old)
+			}
+		}
+		names[name] = n
 	}
 	for name, n := range names {
 		data := append([]byte(nil), n.durable...)
@@ -247,6 +261,17 @@ func (f *Faulty) Crash(rng *rand.Rand, p float64) *MemFS {
 		h.WriteAt(data, 0)
 	}
 	return out
+}
+
+// sortedNames lists m's keys in order, so that a seeded Crash is
+// reproducible.
+func sortedNames(m map[string]*node) []string {
+	names := make([]string, 0, len(m))
+	for name := range m {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	return names
 }
 
 // liveBytes reads a file's current contents, racing with writers through

@@ -14,7 +14,7 @@ import (
 // NewMem returns an empty in-memory file system. Syncs are no-ops; mappings
 // share the file's bytes.
 func NewMem() *MemFS {
-	return &MemFS{files: map[string]*memFile{}, dirs: map[string]bool{"/": true, ".": true}, locks: map[string]bool{}}
+	return &MemFS{files: map[string]*memFile{}, dirs: map[string]bool{"/": true, ".": true}, locks: map[string]int{}}
 }
 
 // MemFS is an in-memory FS, safe for concurrent use.
@@ -22,7 +22,7 @@ type MemFS struct {
 	mu    sync.Mutex
 	files map[string]*memFile
 	dirs  map[string]bool
-	locks map[string]bool
+	locks map[string]int // -1: held exclusively; n > 0: by n shared holders
 
 	capacity uint64 // for Usage; 0 = unknown
 }
@@ -163,16 +163,42 @@ func (m *MemFS) Lock(name string) (io.Closer, error) {
 	name = clean(name)
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.locks[name] {
+	if m.locks[name] != 0 {
 		return nil, fmt.Errorf("%w: %s", ErrLocked, name)
 	}
-	m.locks[name] = true
+	m.locks[name] = -1
+	return m.unlocker(name), nil
+}
+
+func (m *MemFS) LockShared(name string) (io.Closer, error) {
+	name = clean(name)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.files[name]; !ok {
+		return nil, &os.PathError{Op: "open", Path: name, Err: os.ErrNotExist}
+	}
+	if m.locks[name] < 0 {
+		return nil, fmt.Errorf("%w: %s", ErrLocked, name)
+	}
+	m.locks[name]++
+	return m.unlocker(name), nil
+}
+
+// unlocker releases one hold of the lock on name, once.
+func (m *MemFS) unlocker(name string) io.Closer {
+	var once sync.Once
 	return closerFunc(func() error {
-		m.mu.Lock()
-		delete(m.locks, name)
-		m.mu.Unlock()
+		once.Do(func() {
+			m.mu.Lock()
+			if n := m.locks[name]; n > 1 {
+				m.locks[name] = n - 1
+			} else {
+				delete(m.locks, name)
+			}
+			m.mu.Unlock()
+		})
 		return nil
-	}), nil
+	})
 }
 
 type closerFunc func() error

@@ -82,6 +82,21 @@ func (osFS) Lock(name string) (io.Closer, error) {
 	return f, nil
 }
 
+func (osFS) LockShared(name string) (io.Closer, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_SH|unix.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, fmt.Errorf("%w: %s", ErrLocked, name)
+		}
+		return nil, err
+	}
+	return f, nil
+}
+
 type osFile struct {
 	f  *os.File
 	ro bool // opened O_RDONLY: mapped read-only
@@ -208,4 +223,24 @@ func DataRanges(fs FS, name string, from, to int64) [][2]int64 {
 		off = hole
 	}
 	return out
+}
+
+// Resident is the share of b's pages that are in memory (mincore), 1 when
+// it cannot tell.
+func Resident(b []byte) float64 {
+	if len(b) == 0 {
+		return 1
+	}
+	addr := uintptr(unsafe.Pointer(&b[0]))
+	lo := addr &^ (PageSize - 1)
+	n := int((addr + uintptr(len(b)) - lo + PageSize - 1) / PageSize)
+	vec := make([]byte, n)
+	if _, _, errno := unix.Syscall(unix.SYS_MINCORE, lo, uintptr(n*PageSize), uintptr(unsafe.Pointer(&vec[0]))); errno != 0 {
+		return 1
+	}
+	in := 0
+	for _, v := range vec {
+		in += int(v & 1)
+	}
+	return float64(in) / float64(n)
 }

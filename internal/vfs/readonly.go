@@ -19,8 +19,8 @@ const writeFlags = os.O_WRONLY | os.O_RDWR | os.O_CREATE | os.O_TRUNC | os.O_APP
 // flag that could write or create, Remove, RemoveAll, Rename, MkdirAll,
 // SyncDir and Lock fail with ErrReadOnly, and so do WriteAt, Truncate,
 // Allocate and Sync of the files it opens (which are O_RDONLY, so the OS
-// maps them read-only) and Sync of their mappings. Reads, listings and
-// Usage pass through. A read-only Store opens its directory through it, so
+// maps them read-only) and Sync of their mappings. Reads, listings,
+// LockShared (which changes no file) and Usage pass through. A read-only Store opens its directory through it, so
 // that a code path that would write fails loudly instead of touching the
 // files of the process that owns them.
 func ReadOnly(fs FS) FS { return roFS{fs} }
@@ -40,14 +40,15 @@ func (r roFS) OpenFile(name string, flag int, perm os.FileMode) (File, error) {
 	return roFile{File: f, name: name}, nil
 }
 
-func (r roFS) Remove(name string) error                 { return refused("remove", name) }
-func (r roFS) RemoveAll(name string) error              { return refused("remove", name) }
-func (r roFS) Rename(oldname, _ string) error           { return refused("rename", oldname) }
-func (r roFS) MkdirAll(dir string, _ os.FileMode) error { return refused("mkdir", dir) }
-func (r roFS) SyncDir(dir string) error                 { return refused("sync", dir) }
-func (r roFS) Lock(name string) (io.Closer, error)      { return nil, refused("lock", name) }
-func (r roFS) ReadDir(dir string) ([]string, error)     { return r.inner.ReadDir(dir) }
-func (r roFS) Stat(name string) (int64, bool, error)    { return r.inner.Stat(name) }
+func (r roFS) Remove(name string) error                  { return refused("remove", name) }
+func (r roFS) RemoveAll(name string) error               { return refused("remove", name) }
+func (r roFS) Rename(oldname, _ string) error            { return refused("rename", oldname) }
+func (r roFS) MkdirAll(dir string, _ os.FileMode) error  { return refused("mkdir", dir) }
+func (r roFS) SyncDir(dir string) error                  { return refused("sync", dir) }
+func (r roFS) Lock(name string) (io.Closer, error)       { return nil, refused("lock", name) }
+func (r roFS) LockShared(name string) (io.Closer, error) { return r.inner.LockShared(name) }
+func (r roFS) ReadDir(dir string) ([]string, error)      { return r.inner.ReadDir(dir) }
+func (r roFS) Stat(name string) (int64, bool, error)     { return r.inner.Stat(name) }
 func (r roFS) Usage(dir string) (used, total uint64, err error) {
 	if u, ok := r.inner.(Usager); ok {
 		return u.Usage(dir)

@@ -50,6 +50,11 @@ type FS interface {
 	// Lock takes an exclusive lock named by name (a file), failing with
 	// ErrLocked at once if another holder (this or another process) has it.
 	Lock(name string) (io.Closer, error)
+	// LockShared takes a shared lock on the existing file name, failing
+	// with ErrLocked at once if an exclusive holder has it, and with
+	// ErrNotExist if there is no such file (it creates nothing). While
+	// any shared holder remains, Lock fails.
+	LockShared(name string) (io.Closer, error)
 }
 
 // File is an open file.

@@ -57,7 +57,10 @@
 // the next segment before it is needed, pre-faults its head, and keeps the
 // 64 MiB ahead of the write position pre-faulted, so appends take no page
 // faults unless they outrun it (then they fault the pages in themselves
-// rather than wait).
+// rather than wait). Once retention removes segments, the allocator
+// recycles them instead: up to two removed segment files are kept and
+// renamed to be the next segments, whose pages are still in memory
+// (Options.NoRecycle turns this off).
 //
 // A dispatcher goroutine tails the CommitLog and, for every record, appends
 // a 20-byte entry to the record's ConsumeQueue (package consumequeue, one per
@@ -111,7 +114,9 @@
 //     (or to meet the disk ratios and size cap); a reader in the middle of
 //     a removed segment finishes first, later reads get ErrNotFound, and
 //     consumers behind the new minimum continue from it. Minimum offsets
-//     only move forward, across restarts and crashes too.
+//     only move forward, across restarts and crashes too. A recycled
+//     segment's old records are never read as records (each stores its own
+//     offset), and no segment a read-only Store has mapped is recycled.
 //   - A read-only Store never changes a byte of the directory, and the
 //     process that owns it is not disturbed.
 //   - An open store holds one file descriptor (the lock); a failed Open

@@ -71,6 +71,12 @@ type Options struct {
 
 	// NoWarm skips pre-faulting the CommitLog ahead of the write position.
 	NoWarm bool
+	// NoRecycle makes retention remove every CommitLog segment it drops.
+	// By default it keeps up to two, renamed, to become next segments: their
+	// pages are likely still in memory, so the log need not fault in and
+	// zero new ones (commitlog/recycle.go). Retention short of disk space,
+	// or under MaxStoreBytes, keeps none.
+	NoRecycle bool
 
 	// ReadUncommitted lets readers see FlushSync messages before their
 	// sync completes. By default (as RocketMQ 5.3.2 does) they see only

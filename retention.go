@@ -112,6 +112,9 @@ func (s *Store) applyRetention(now bool) (RetentionReport, error) {
 		return rep, err
 	}
 	dr, err := s.log.DeleteBefore(cut)
+	if force || spaceShort || s.opts.MaxStoreBytes > 0 {
+		s.log.DropSpare() // the space is wanted (or capped): keep no spare file
+	}
 	rep.Segments, rep.Bytes, rep.NewMin = dr.Segments, dr.Bytes, dr.NewMin
 	if err != nil {
 		return rep, err

@@ -38,6 +38,7 @@ func TestRetentionForcedAboveRatio(t *testing.T) {
 	rep, err = s.applyRetention(false)
 	require.NoError(t, err)
 	require.Positive(t, rep.Segments, "forced above ForceCleanRatio")
+	require.Empty(t, spareFiles(t, s), "short of space: no segment kept for recycling")
 	require.Equal(t, rep.NewMin, s.log.MinOffset())
 	min, err := s.MinOffset("ret", 0)
 	require.NoError(t, err)

@@ -2,6 +2,7 @@ package mqlite
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -57,6 +58,7 @@ func TestRetentionDeletesExpiredSegments(t *testing.T) {
 	require.Greater(t, rep.NewMin, before)
 	require.Equal(t, rep.NewMin, s.log.MinOffset())
 	require.Positive(t, rep.QueueFile, "ConsumeQueue files below the minimum go too")
+	require.LessOrEqual(t, len(spareFiles(t, s)), 2, "at most two dropped segments are kept to be recycled")
 
 	// Messages of the last 2 hours are all there; the oldest are gone.
 	_, err = s.MessageByID(ids[0])
@@ -91,6 +93,20 @@ func TestRetentionDeletesExpiredSegments(t *testing.T) {
 	}
 	require.LessOrEqual(t, len(early), 2, "only what was cached before the deletion")
 	require.Positive(t, pc.Stats().Skipped)
+}
+
+// spareFiles lists the CommitLog segments kept for recycling.
+func spareFiles(t *testing.T, s *Store) []string {
+	t.Helper()
+	names, err := s.fs.ReadDir(s.path("commitlog"))
+	require.NoError(t, err)
+	var spares []string
+	for _, n := range names {
+		if strings.HasSuffix(n, ".spare") {
+			spares = append(spares, n)
+		}
+	}
+	return spares
 }
 
 // TestRetentionSizeCapAndHour: past MaxStoreBytes the oldest segments go

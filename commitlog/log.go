@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"io"
 	"log/slog"
 	"math"
 	"runtime"
@@ -61,6 +62,9 @@ type Options struct {
 	NoWarm        bool   // do not pre-fault the log ahead of the write position (warm.go)
 	WarmBytes     int64  // how far ahead to pre-fault; default DefaultWarmBytes
 	Logger        *slog.Logger
+	// NoRecycle makes DeleteBefore remove every segment it drops, instead
+	// of keeping up to two to become next segments (recycle.go).
+	NoRecycle bool
 
 	// RecoverFrom is where Open starts validating records; it is rounded
 	// down to its segment. Negative means the third-to-last segment, or
@@ -130,9 +134,15 @@ type Log struct {
 	// rollWait is the time appends spent waiting at a roll for the
 	// allocator to prepare the next segment (BenchmarkAppend reports it).
 	rollWait atomic.Int64
+	// recycled counts the segments made from a spare (recycle.go).
+	recycled atomic.Int64
 
 	flushMu sync.Mutex
 	delMu   sync.Mutex // serialises DeleteBefore and Close's unmapping
+
+	spareMu sync.Mutex
+	spare   spareState // dropped segments kept for recycling (recycle.go)
+	readers io.Closer  // read-only: the shared lock on readersName, or nil
 
 	// ret tracks what readers may still hold. It is held only for
 	// bookkeeping, never across a syscall: unmapping happens outside.
@@ -213,6 +223,9 @@ func Open(opts Options) (*Log, error) {
 	l.snap.Store(&snapshot{})
 	if err := opts.FS.MkdirAll(opts.Dir, 0o755); err != nil {
 		return nil, diskErr("mkdir", opts.Dir, err)
+	}
+	if err := l.ensureReaders(); err != nil {
+		return nil, err
 	}
 	if err := l.recover(); err != nil {
 		l.releaseAll()
@@ -467,7 +480,9 @@ func (l *Log) Close() error {
 	l.mu.Unlock()
 	var ferr error
 	if !l.opts.ReadOnly {
-		_, ferr = l.Flush()
+		if _, ferr = l.Flush(); ferr == nil {
+			ferr = l.terminate()
+		}
 	}
 	close(l.quit)
 	<-l.allocDone
@@ -482,6 +497,11 @@ func (l *Log) Close() error {
 	l.delMu.Lock()
 	err := l.retireAll()
 	l.delMu.Unlock()
+	if l.opts.ReadOnly {
+		l.unlockReaders()
+	} else {
+		l.DropSpare() // a closed log keeps no spare
+	}
 	if ferr != nil && !errors.Is(ferr, errs.ErrFenced) {
 		return ferr
 	}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"time"
 
 	"github.com/mqlite/mqlite/internal/errs"
 	"github.com/mqlite/mqlite/internal/vfs"
@@ -33,11 +34,50 @@ func openReadOnly(opts Options) (*Log, error) {
 	// read-only mappings.
 	ro := fmt.Errorf("mqlite/commitlog: %s is open read-only: %w", opts.Dir, errs.ErrReadOnly)
 	l.fenced.Store(&ro)
+	if err := l.lockReaders(); err != nil {
+		return nil, err
+	}
 	if err := l.recoverReadOnly(); err != nil {
 		l.releaseAll()
+		l.unlockReaders()
 		return nil, err
 	}
 	return l, nil
+}
+
+// lockReaders takes the shared lock that keeps the owner from recycling
+// a segment this log may map (recycle.go), before anything is mapped. The
+// owner holds it exclusively only for a rename, so a refusal is retried.
+// Without the file (no owner of this version has opened the log) there is
+// nothing to take.
+func (l *Log) lockReaders() error {
+	path := filepath.Join(l.opts.Dir, readersName)
+	for try := 0; ; try++ {
+		lk, err := l.opts.FS.LockShared(path)
+		switch {
+		case err == nil:
+			l.readers = lk
+			return nil
+		case errors.Is(err, vfs.ErrNotExist):
+			return nil
+		case !errors.Is(err, vfs.ErrLocked):
+			l.opts.Logger.Warn("mqlite/commitlog: cannot tell the owner a reader is here; segments it removes may be recycled under this reader", "path", path, "err", err)
+			return nil
+		case try == lockReadersTries:
+			return fmt.Errorf("mqlite/commitlog: %s stays locked by its owner: %w", path, errs.ErrLocked)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// lockReadersTries bounds lockReaders' retries, a millisecond apart.
+const lockReadersTries = 5000
+
+func (l *Log) unlockReaders() {
+	if l.readers != nil {
+		l.readers.Close()
+		l.readers = nil
+	}
 }
 
 // recoverReadOnly maps the segments and finds the end of the valid records.

@@ -54,13 +54,32 @@ func (l *Log) check(s *segment, pos int64, verifyCRC bool) (int64, kind, string)
 		return 0, kBad, fmt.Sprintf("record size %d out of bounds", size)
 	}
 	rec := b[:size]
-	if verifyCRC && le.Uint32(rec[8:]) != frameCRC(rec) {
-		return 0, kBad, "checksum mismatch"
-	}
+	// The offset first: it is cheaper, and it is what tells a recycled
+	// segment's old records (recycle.go) from this life's.
 	if p := int64(le.Uint64(rec[12:])); p != s.start+pos {
 		return 0, kBad, fmt.Sprintf("record stores offset %d", p)
 	}
+	if verifyCRC && le.Uint32(rec[8:]) != frameCRC(rec) {
+		return 0, kBad, "checksum mismatch"
+	}
 	return size, kRecord, ""
+}
+
+// headerEnd is the end of the frame at pos of s if it is a header written
+// in this life of the segment (magic, a size within the segment, its own
+// offset), valid or torn; 0 otherwise. The old records of a recycled
+// segment never qualify.
+func (l *Log) headerEnd(s *segment, pos int64) int64 {
+	rest := l.opts.SegmentSize - pos
+	if rest < FrameSize {
+		return 0
+	}
+	b := s.buf[pos:]
+	size := int64(le.Uint32(b[0:]))
+	if le.Uint32(b[4:]) != MagicV1 || size < FrameSize || size > rest || int64(le.Uint64(b[12:])) != s.start+pos {
+		return 0
+	}
+	return pos + size
 }
 
 func isZero(b []byte) bool {
@@ -117,8 +136,11 @@ func (l *Log) listSegments() ([]int64, error) {
 	var starts []int64
 	for _, name := range names {
 		path := filepath.Join(dir, name)
-		if strings.HasSuffix(name, ".tmp") {
+		if strings.HasSuffix(name, ".tmp") || isSpare(name) {
 			l.opts.FS.Remove(path)
+			continue
+		}
+		if name == readersName {
 			continue
 		}
 		start, ok := segmentStart(name)
@@ -220,12 +242,14 @@ func (l *Log) recover() error {
 	if fresh {
 		// The segment was just created: nothing to validate or repair.
 		k = kZero
-	} else if k == kBad || !l.opts.CleanShutdown {
-		if err := l.classifyTail(segs, i, pos, reason, tail); err != nil {
+	}
+	limit := int64(0) // nothing of this life's past pos that could pass for a record
+	if !fresh && (k == kBad || !l.opts.CleanShutdown) {
+		if limit, err = l.classifyTail(segs, i, pos, reason, tail); err != nil {
 			return err
 		}
 	}
-	if err := l.truncateAfter(segs, i, pos, tail); err != nil {
+	if err := l.truncateAfter(segs, i, pos, limit, tail); err != nil {
 		return err
 	}
 	l.report.End = end
@@ -244,8 +268,10 @@ func (l *Log) recover() error {
 
 // classifyTail decides whether the invalid bytes at (segs[i], pos) are a
 // torn tail (nil) or proven damage (ErrCorrupt), counting what a
-// truncation would discard.
-func (l *Log) classifyTail(segs []*segment, i int, pos int64, reason string, tail [][2]int64) error {
+// truncation would discard. It returns the end of the last frame header of
+// this life of segs[i] past pos (headerEnd), valid or torn: beyond it
+// nothing can ever pass for a record of this segment.
+func (l *Log) classifyTail(segs []*segment, i int, pos int64, reason string, tail [][2]int64) (int64, error) {
 	x := segs[i].start + pos
 	corrupt := func(at *segment, p int64, why string) error {
 		return errs.Corrupt(segs[i].path, pos, "%s; a valid record at offset %d (%s) proves the data was durable", reason, at.start+p, why)
@@ -266,6 +292,7 @@ func (l *Log) classifyTail(segs []*segment, i int, pos int64, reason string, tai
 	s := segs[i]
 	var magic [4]byte
 	le.PutUint32(magic[:], MagicV1)
+	limit := l.headerEnd(s, pos)
 	p := pos + 1
 	for _, r := range tail {
 		p = max(p, r[0])
@@ -275,9 +302,10 @@ func (l *Log) classifyTail(segs []*segment, i int, pos int64, reason string, tai
 				break
 			}
 			cand := p + int64(j)
+			limit = max(limit, l.headerEnd(s, cand))
 			if n, k, _ := l.check(s, cand, true); k == kRecord {
 				if err := prove(s, cand); err != nil {
-					return err
+					return 0, err
 				}
 				p = cand + n
 				continue
@@ -292,23 +320,27 @@ func (l *Log) classifyTail(segs []*segment, i int, pos int64, reason string, tai
 				break
 			}
 			if err := prove(s, p); err != nil {
-				return err
+				return 0, err
 			}
 			p += n
 		}
 	}
-	return nil
+	return limit, nil
 }
 
-// truncateAfter zeroes segs[i] from pos (only pages that hold data, in
-// the tail ranges that may; none when the rest is known to be zeros) and
-// deletes later segments, durably.
-func (l *Log) truncateAfter(segs []*segment, i int, pos int64, tail [][2]int64) error {
+// truncateAfter zeroes segs[i] from pos to the end of its page or to limit
+// if that is further (only pages that hold data, in the tail ranges that
+// may; none when the rest is known to be zeros) and deletes later
+// segments, durably. Past limit nothing can pass for a record of this
+// segment (classifyTail), so nothing there needs zeroing: a recycled
+// segment's old records are left alone.
+func (l *Log) truncateAfter(segs []*segment, i int, pos, limit int64, tail [][2]int64) error {
 	s := segs[i]
+	limit = max(limit, min((pos/vfs.PageSize+1)*vfs.PageSize, l.opts.SegmentSize))
 	lo, hi := int64(-1), int64(-1)
 	for _, r := range tail {
-		for p := max(pos, r[0]); p < r[1]; {
-			e := min((p/vfs.PageSize+1)*vfs.PageSize, r[1])
+		for p := max(pos, r[0]); p < min(r[1], limit); {
+			e := min((p/vfs.PageSize+1)*vfs.PageSize, r[1], limit)
 			if !isZero(s.buf[p:e]) {
 				if lo < 0 {
 					lo = p

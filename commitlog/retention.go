@@ -138,6 +138,9 @@ func (l *Log) release(free []*segment) error {
 		if rerr := s.release(); err == nil && rerr != nil {
 			err = fmt.Errorf("mqlite/commitlog: unmap %s: %w (%w)", s.path, errs.ErrIO, rerr)
 		}
+		if s.spare != "" {
+			l.spareReleased(s.spare)
+		}
 	}
 	l.ret.Lock()
 	l.ret.releasing -= len(free)
@@ -232,8 +235,8 @@ func (l *Log) DeleteBefore(offset int64) (DeleteReport, error) {
 			return rep, nil
 		}
 		s := segs[0]
-		if err := l.opts.FS.Remove(s.path); err != nil && !errors.Is(err, vfs.ErrNotExist) {
-			return rep, diskErr("remove", s.path, err)
+		if err := l.dropFile(s); err != nil {
+			return rep, err
 		}
 		serr := l.opts.FS.SyncDir(l.opts.Dir)
 		free := l.dropOldest(s)
@@ -251,6 +254,23 @@ func (l *Log) DeleteBefore(offset int64) (DeleteReport, error) {
 		}
 		l.opts.Logger.Info("mqlite/commitlog: segment deleted", "path", s.path, "min", rep.NewMin)
 	}
+}
+
+// dropFile removes s's file for DeleteBefore, or renames it to a spare
+// (recycle.go).
+func (l *Log) dropFile(s *segment) error {
+	if l.keepSpare() {
+		spare := s.path + spareSuffix
+		if err := l.opts.FS.Rename(s.path, spare); err == nil {
+			s.spare = spare
+			return nil
+		}
+		l.cancelSpare()
+	}
+	if err := l.opts.FS.Remove(s.path); err != nil && !errors.Is(err, vfs.ErrNotExist) {
+		return diskErr("remove", s.path, err)
+	}
+	return nil
 }
 
 // dropOldest retires s, the first segment, from the current snapshot (not

@@ -317,7 +317,9 @@ func TestDeleteBeforeInterrupted(t *testing.T) {
 		require.NoError(t, err)
 		segs := l.Segments()
 		ffs.SetInjector(func(op vfs.Op, path string) error {
-			if op == vfs.OpRemove && path == segs[1].Path {
+			// Renaming it to a spare fails too, so DeleteBefore falls
+			// back to removing it.
+			if (op == vfs.OpRemove || op == vfs.OpRename) && path == segs[1].Path {
 				return os.ErrPermission
 			}
 			return nil

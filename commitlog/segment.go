@@ -20,6 +20,7 @@ type segment struct {
 	path  string
 	m     vfs.Mapping
 	buf   []byte
+	spare string // where DeleteBefore renamed the file to be recycled; "" if removed
 }
 
 func segmentName(start int64) string { return fmt.Sprintf("%020d", start) }
@@ -92,6 +93,32 @@ func (l *Log) openSegment(start int64, create bool) (*segment, error) {
 	return &segment{start: start, path: path, m: m, buf: m.Bytes()}, nil
 }
 
+// newSegment is openSegment of a new segment: a spare's file when there
+// is one whose pages are mostly still in memory (recycle.go), else a new
+// file.
+func (l *Log) newSegment(start int64) (*segment, error) {
+	path := filepath.Join(l.opts.Dir, segmentName(start))
+	if !l.recycle(path) {
+		return l.openSegment(start, true)
+	}
+	seg, err := l.openSegment(start, true)
+	if err != nil {
+		return nil, err
+	}
+	if r := vfs.Resident(seg.buf); r >= minResident {
+		l.recycled.Add(1)
+		return seg, nil
+	}
+	// Written back and evicted: pre-faulting would read it from disk.
+	seg.release()
+	l.removeSpare(path)
+	return l.openSegment(start, true)
+}
+
+// minResident is the share of a spare's pages that must be in memory for
+// it to be recycled.
+const minResident = 0.9
+
 // prepared is a segment made ready by the allocator, or why it is not.
 type prepared struct {
 	seg *segment
@@ -109,7 +136,7 @@ func (l *Log) allocate() {
 	for {
 		select {
 		case start := <-l.allocReq:
-			seg, err := l.openSegment(start, true)
+			seg, err := l.newSegment(start)
 			if err == nil {
 				if err = l.opts.FS.SyncDir(l.opts.Dir); err != nil {
 					err = diskErr("sync dir", l.opts.Dir, err)

@@ -1,0 +1,319 @@
+package commitlog
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/mqlite/mqlite/internal/vfs"
+)
+
+// rollTimes appends indexed records, numbered from *next, until the write
+// position has entered n more segments. After two rolls the write segment
+// is the one the allocator prepared after DeleteBefore.
+func rollTimes(t *testing.T, l *Log, next *int, n int) []int64 {
+	t.Helper()
+	var offs []int64
+	seg := l.opts.SegmentSize
+	for target := l.WrotePosition()/seg + int64(n); l.WrotePosition()/seg < target; *next++ {
+		off, err := l.Append(indexed(*next))
+		require.NoError(t, err)
+		offs = append(offs, off)
+	}
+	return offs
+}
+
+// settle waits until the allocator has prepared the next segment, so that
+// a spare made now is used for the one after.
+func settle(l *Log) {
+	p := <-l.allocReady
+	l.allocReady <- p
+}
+
+// staleTail reports whether the write segment holds non-zero bytes past
+// the write position: the old records of a recycled segment.
+func staleTail(l *Log) bool {
+	segs := l.snap.Load().segs
+	cur := segs[len(segs)-1]
+	return !isZero(cur.buf[l.WrotePosition()-cur.start:])
+}
+
+func exists(t *testing.T, fs vfs.FS, path string) bool {
+	t.Helper()
+	_, _, err := fs.Stat(path)
+	return err == nil
+}
+
+// readAllIndexed reads every record from MinOffset to the write position in
+// order and returns their indexes.
+func readAllIndexed(t *testing.T, l *Log) []int {
+	t.Helper()
+	var got []int
+	_, err := l.Scan(l.MinOffset(), l.WrotePosition(), true, func(r Record) error {
+		i, err := checkIndexed(r)
+		got = append(got, i)
+		return err
+	})
+	require.NoError(t, err)
+	return got
+}
+
+func seq(from, to int) []int {
+	var s []int
+	for i := from; i < to; i++ {
+		s = append(s, i)
+	}
+	return s
+}
+
+// A segment DeleteBefore drops becomes a spare, and the allocator makes the
+// spare the next segment; its old records are never read as records, and
+// a clean reopen neither truncates nor drops anything.
+func TestDeleteBeforeRecyclesTheSegment(t *testing.T) {
+	for _, tc := range fsCases {
+		t.Run(tc.name, func(t *testing.T) {
+			fs, dir := tc.fs(t)
+			l := openLog(t, fs, dir, MinSegmentSize)
+			offs := fillSegments(t, l, 4)
+			next := len(offs)
+			segs := l.Segments()
+			settle(l)
+			rep, err := l.DeleteBefore(segs[1].Start)
+			require.NoError(t, err)
+			require.Equal(t, 1, rep.Segments)
+			spare := segs[0].Path + spareSuffix
+			require.False(t, exists(t, fs, segs[0].Path))
+			require.True(t, exists(t, fs, spare), "kept as the spare")
+
+			rollTimes(t, l, &next, 2)
+			require.False(t, exists(t, fs, spare), "recycled")
+			require.True(t, staleTail(l), "the write segment is the old file, old records and all")
+			first := -1
+			_, err = l.Scan(l.MinOffset(), l.MinOffset()+1, true, func(r Record) error {
+				first, err = checkIndexed(r)
+				return err
+			})
+			require.NoError(t, err)
+			require.Equal(t, seq(first, next), readAllIndexed(t, l))
+			end := l.WrotePosition()
+			require.NoError(t, l.Close())
+
+			l, err = Open(Options{Dir: dir, FS: fs, SegmentSize: MinSegmentSize, RecoverFrom: -1, CleanShutdown: true})
+			require.NoError(t, err)
+			defer l.Close()
+			require.Equal(t, Report{Start: l.Report().Start, End: end}, l.Report(), "nothing truncated or dropped")
+			require.Equal(t, seq(first, next), readAllIndexed(t, l))
+		})
+	}
+}
+
+// After a power loss the old records of a recycled write segment are
+// neither taken for this log's records nor proof of damage, and a log
+// that goes on writing over them and crashes again reads back exactly
+// what it wrote.
+func TestRecoveryIgnoresARecycledSegmentsOldRecords(t *testing.T) {
+	ffs := vfs.NewFaulty(vfs.NewMem())
+	const dir = "/cl"
+	l := openLog(t, ffs, dir, MinSegmentSize)
+	offs := fillSegments(t, l, 4)
+	next := len(offs)
+	settle(l)
+	_, err := l.DeleteBefore(l.Segments()[1].Start)
+	require.NoError(t, err)
+	rollTimes(t, l, &next, 2)
+	require.True(t, staleTail(l))
+	for range 3 { // part of the write segment
+		_, err := l.Append(indexed(next))
+		require.NoError(t, err)
+		next++
+	}
+	_, err = l.Flush()
+	require.NoError(t, err)
+	want := readAllIndexed(t, l)
+	end := l.WrotePosition()
+	defer l.Close()
+
+	for round, p := range []float64{0, 0.5, 1} {
+		img := ffs.Crash(rand.New(rand.NewPCG(7, uint64(round))), p)
+		l2, err := Open(Options{Dir: dir, FS: img, SegmentSize: MinSegmentSize, RecoverFrom: -1, Trusted: end})
+		require.NoError(t, err, "p=%v", p)
+		require.Equal(t, end, l2.WrotePosition(), "p=%v", p)
+		require.Zero(t, l2.Report().DroppedRecords, "p=%v: old records are not this log's", p)
+		require.Less(t, l2.Report().TruncatedBytes, int64(vfs.PageSize), "p=%v: old records are left alone", p)
+		require.Equal(t, want, readAllIndexed(t, l2), "p=%v", p)
+
+		// Write over the old records, crash again with only the synced
+		// bytes: nothing old comes back.
+		ffs2 := vfs.NewFaulty(img)
+		require.NoError(t, l2.Close())
+		l3, err := Open(Options{Dir: dir, FS: ffs2, SegmentSize: MinSegmentSize, RecoverFrom: -1, CleanShutdown: true})
+		require.NoError(t, err)
+		n := next
+		for range 5 {
+			_, err := l3.Append(indexed(n))
+			require.NoError(t, err)
+			n++
+		}
+		_, err = l3.Flush()
+		require.NoError(t, err)
+		end3 := l3.WrotePosition()
+		l4, err := Open(Options{Dir: dir, FS: ffs2.Crash(rand.New(rand.NewPCG(8, uint64(round))), 0), SegmentSize: MinSegmentSize, RecoverFrom: -1, Trusted: end3})
+		require.NoError(t, err)
+		require.Equal(t, end3, l4.WrotePosition())
+		require.Equal(t, append(append([]int(nil), want...), seq(next, n)...), readAllIndexed(t, l4))
+		require.NoError(t, l4.Close())
+		require.NoError(t, l3.Close())
+	}
+}
+
+// A spare a reader still maps is not recycled until the reader returns,
+// and what the reader sees meanwhile stays intact.
+func TestRecycleWaitsForTheReader(t *testing.T) {
+	fs := vfs.NewMem()
+	l := openLog(t, fs, "/cl", MinSegmentSize)
+	defer l.Close()
+	offs := fillSegments(t, l, 4)
+	next := len(offs)
+	segs := l.Segments()
+	inside, proceed, done := make(chan struct{}), make(chan struct{}), make(chan error, 1)
+	go func() {
+		done <- l.Read(offs[0], func(r Record) error {
+			close(inside)
+			<-proceed
+			if i, err := checkIndexed(r); err != nil || i != 0 {
+				return fmt.Errorf("record %d, %v: the reader's view changed", i, err)
+			}
+			return nil
+		})
+	}()
+	<-inside
+	_, err := l.DeleteBefore(segs[1].Start)
+	require.NoError(t, err)
+	spare := segs[0].Path + spareSuffix
+	require.True(t, exists(t, fs, spare))
+	rollTimes(t, l, &next, 3)
+	require.False(t, staleTail(l), "a new file: the spare is still mapped")
+	require.True(t, exists(t, fs, spare))
+	settle(l)
+	close(proceed)
+	require.NoError(t, <-done)
+
+	rollTimes(t, l, &next, 2)
+	require.False(t, exists(t, fs, spare))
+	require.True(t, staleTail(l), "recycled once the reader left")
+}
+
+// While a read-only opener is there the allocator removes the spare
+// instead of recycling it: the opener's mapping of the removed segment
+// keeps its records.
+func TestReadOnlyOpenerPreventsRecycling(t *testing.T) {
+	fs := vfs.NewMem()
+	const dir = "/cl"
+	l := openLog(t, fs, dir, MinSegmentSize)
+	defer l.Close()
+	offs := fillSegments(t, l, 4)
+	next := len(offs)
+	r, err := Open(Options{Dir: dir, FS: vfs.ReadOnly(fs), SegmentSize: MinSegmentSize, ReadOnly: true})
+	require.NoError(t, err)
+	segs := l.Segments()
+	settle(l)
+	_, err = l.DeleteBefore(segs[1].Start)
+	require.NoError(t, err)
+	rollTimes(t, l, &next, 2)
+	require.False(t, exists(t, fs, segs[0].Path+spareSuffix), "removed, not kept")
+	require.False(t, staleTail(l), "a new file")
+	for i, off := range offs {
+		if off >= segs[1].Start {
+			break
+		}
+		require.NoError(t, r.Read(off, func(rec Record) error {
+			got, err := checkIndexed(rec)
+			if err == nil && got != i {
+				err = fmt.Errorf("record %d, want %d", got, i)
+			}
+			return err
+		}))
+	}
+	require.NoError(t, r.Close())
+
+	settle(l)
+	_, err = l.DeleteBefore(segs[2].Start)
+	require.NoError(t, err)
+	rollTimes(t, l, &next, 2)
+	require.True(t, staleTail(l), "recycled once the opener left")
+}
+
+// NoRecycle removes what DeleteBefore drops; DropSpare and Close remove the
+// spare; Open removes one a crash left behind.
+func TestSpareRemoval(t *testing.T) {
+	t.Run("NoRecycle", func(t *testing.T) {
+		fs := vfs.NewMem()
+		l, err := Open(Options{Dir: "/cl", FS: fs, SegmentSize: MinSegmentSize, RecoverFrom: -1, NoRecycle: true})
+		require.NoError(t, err)
+		defer l.Close()
+		offs := fillSegments(t, l, 4)
+		next := len(offs)
+		segs := l.Segments()
+		_, err = l.DeleteBefore(segs[1].Start)
+		require.NoError(t, err)
+		require.False(t, exists(t, fs, segs[0].Path+spareSuffix))
+		rollTimes(t, l, &next, 2)
+		require.False(t, staleTail(l))
+	})
+	t.Run("DropSpare", func(t *testing.T) {
+		fs := vfs.NewMem()
+		l := openLog(t, fs, "/cl", MinSegmentSize)
+		defer l.Close()
+		offs := fillSegments(t, l, 4)
+		next := len(offs)
+		segs := l.Segments()
+		_, err := l.DeleteBefore(segs[1].Start)
+		require.NoError(t, err)
+		l.DropSpare()
+		require.False(t, exists(t, fs, segs[0].Path+spareSuffix))
+		rollTimes(t, l, &next, 2)
+		require.False(t, staleTail(l))
+	})
+	t.Run("DropSpare of a mapped one", func(t *testing.T) {
+		fs := vfs.NewMem()
+		l := openLog(t, fs, "/cl", MinSegmentSize)
+		defer l.Close()
+		offs := fillSegments(t, l, 4)
+		segs := l.Segments()
+		inside, proceed, done := make(chan struct{}), make(chan struct{}), make(chan error, 1)
+		go func() {
+			done <- l.Read(offs[0], func(Record) error { close(inside); <-proceed; return nil })
+		}()
+		<-inside
+		_, err := l.DeleteBefore(segs[1].Start)
+		require.NoError(t, err)
+		l.DropSpare()
+		require.True(t, exists(t, fs, segs[0].Path+spareSuffix), "mapped: removed when the reader leaves")
+		close(proceed)
+		require.NoError(t, <-done)
+		require.False(t, exists(t, fs, segs[0].Path+spareSuffix))
+	})
+	t.Run("Close and Open", func(t *testing.T) {
+		fs := vfs.NewMem()
+		l := openLog(t, fs, "/cl", MinSegmentSize)
+		fillSegments(t, l, 4)
+		segs := l.Segments()
+		_, err := l.DeleteBefore(segs[1].Start)
+		require.NoError(t, err)
+		require.NoError(t, l.Close())
+		require.False(t, exists(t, fs, segs[0].Path+spareSuffix), "Close removes it")
+
+		left := filepath.Join("/cl", segmentName(0)+spareSuffix) // as a crash leaves it
+		f, err := fs.OpenFile(left, os.O_RDWR|os.O_CREATE, 0o644)
+		require.NoError(t, err)
+		require.NoError(t, f.Close())
+		l, err = Open(Options{Dir: "/cl", FS: fs, SegmentSize: MinSegmentSize, RecoverFrom: -1})
+		require.NoError(t, err)
+		require.False(t, exists(t, fs, left))
+		require.NoError(t, l.Close())
+	})
+}

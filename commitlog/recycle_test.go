@@ -250,34 +250,28 @@ func TestReadOnlyOpenerPreventsRecycling(t *testing.T) {
 // NoRecycle removes what DeleteBefore drops; DropSpare and Close remove the
 // spare; Open removes one a crash left behind.
 func TestSpareRemoval(t *testing.T) {
-	t.Run("NoRecycle", func(t *testing.T) {
+	// noSpareLeft drops the first segment and checks that no spare is
+	// left and the segments after are new files.
+	noSpareLeft := func(t *testing.T, noRecycle, drop bool) {
 		fs := vfs.NewMem()
-		l, err := Open(Options{Dir: "/cl", FS: fs, SegmentSize: MinSegmentSize, RecoverFrom: -1, NoRecycle: true})
+		l, err := Open(Options{Dir: "/cl", FS: fs, SegmentSize: MinSegmentSize, RecoverFrom: -1, NoRecycle: noRecycle})
 		require.NoError(t, err)
 		defer l.Close()
 		offs := fillSegments(t, l, 4)
 		next := len(offs)
 		segs := l.Segments()
+		settle(l)
 		_, err = l.DeleteBefore(segs[1].Start)
 		require.NoError(t, err)
+		if drop {
+			l.DropSpare()
+		}
 		require.False(t, exists(t, fs, segs[0].Path+spareSuffix))
 		rollTimes(t, l, &next, 2)
 		require.False(t, staleTail(l))
-	})
-	t.Run("DropSpare", func(t *testing.T) {
-		fs := vfs.NewMem()
-		l := openLog(t, fs, "/cl", MinSegmentSize)
-		defer l.Close()
-		offs := fillSegments(t, l, 4)
-		next := len(offs)
-		segs := l.Segments()
-		_, err := l.DeleteBefore(segs[1].Start)
-		require.NoError(t, err)
-		l.DropSpare()
-		require.False(t, exists(t, fs, segs[0].Path+spareSuffix))
-		rollTimes(t, l, &next, 2)
-		require.False(t, staleTail(l))
-	})
+	}
+	t.Run("NoRecycle", func(t *testing.T) { noSpareLeft(t, true, false) })
+	t.Run("DropSpare", func(t *testing.T) { noSpareLeft(t, false, true) })
 	t.Run("DropSpare of a mapped one", func(t *testing.T) {
 		fs := vfs.NewMem()
 		l := openLog(t, fs, "/cl", MinSegmentSize)

@@ -72,14 +72,7 @@ func (osFS) Lock(name string) (io.Closer, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		f.Close()
-		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return nil, fmt.Errorf("%w: %s", ErrLocked, name)
-		}
-		return nil, err
-	}
-	return f, nil
+	return flock(f, unix.LOCK_EX)
 }
 
 func (osFS) LockShared(name string) (io.Closer, error) {
@@ -87,10 +80,16 @@ func (osFS) LockShared(name string) (io.Closer, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_SH|unix.LOCK_NB); err != nil {
+	return flock(f, unix.LOCK_SH)
+}
+
+// flock locks f (how: LOCK_EX or LOCK_SH) without waiting, and returns it
+// as the lock's closer; it closes f if the lock is refused.
+func flock(f *os.File, how int) (io.Closer, error) {
+	if err := unix.Flock(int(f.Fd()), how|unix.LOCK_NB); err != nil {
 		f.Close()
 		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return nil, fmt.Errorf("%w: %s", ErrLocked, name)
+			return nil, fmt.Errorf("%w: %s", ErrLocked, f.Name())
 		}
 		return nil, err
 	}

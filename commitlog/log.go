@@ -88,6 +88,9 @@ type Options struct {
 	// populate pre-faults memory for the allocator; vfs.Populate unless
 	// a test watches the warming.
 	populate func([]byte)
+	// resident tells which share of a spare is in memory; vfs.Resident
+	// unless a test evicts it.
+	resident func([]byte) float64
 }
 
 // Appender encodes one record's payload in place, inside the append lock.
@@ -181,6 +184,9 @@ func (o *Options) validate() error {
 	}
 	if o.populate == nil {
 		o.populate = vfs.Populate
+	}
+	if o.resident == nil {
+		o.resident = vfs.Resident
 	}
 	if o.WarmBytes < 0 {
 		problems = append(problems, fmt.Errorf("negative WarmBytes %d", o.WarmBytes))

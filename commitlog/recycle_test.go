@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -245,6 +246,35 @@ func TestReadOnlyOpenerPreventsRecycling(t *testing.T) {
 	require.NoError(t, err)
 	rollTimes(t, l, &next, 2)
 	require.True(t, staleTail(l), "recycled once the opener left")
+}
+
+// A spare whose pages were evicted is removed, not recycled: pre-faulting
+// it would read it from disk.
+func TestEvictedSpareIsNotRecycled(t *testing.T) {
+	fs := vfs.NewMem()
+	var evicted atomic.Bool
+	l, err := Open(Options{Dir: "/cl", FS: fs, SegmentSize: MinSegmentSize, RecoverFrom: -1,
+		resident: func([]byte) float64 {
+			if evicted.Load() {
+				return minResident - 0.01
+			}
+			return 1
+		}})
+	require.NoError(t, err)
+	defer l.Close()
+	offs := fillSegments(t, l, 4)
+	next := len(offs)
+	segs := l.Segments()
+	settle(l)
+	_, err = l.DeleteBefore(segs[1].Start)
+	require.NoError(t, err)
+	evicted.Store(true)
+	rollTimes(t, l, &next, 2)
+	require.False(t, exists(t, fs, segs[0].Path+spareSuffix))
+	require.False(t, staleTail(l), "a new file")
+	require.Zero(t, l.recycled.Load())
+	want := readAllIndexed(t, l)
+	require.Equal(t, seq(want[0], next), want)
 }
 
 // NoRecycle removes what DeleteBefore drops; DropSpare and Close remove the

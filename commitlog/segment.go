@@ -105,7 +105,7 @@ func (l *Log) newSegment(start int64) (*segment, error) {
 	if err != nil {
 		return nil, err
 	}
-	if r := vfs.Resident(seg.buf); r >= minResident {
+	if r := l.opts.resident(seg.buf); r >= minResident {
 		l.recycled.Add(1)
 		return seg, nil
 	}

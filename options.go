@@ -75,7 +75,8 @@ type Options struct {
 	// By default it keeps up to two, renamed, to become next segments: their
 	// pages are likely still in memory, so the log need not fault in and
 	// zero new ones (commitlog/recycle.go). Retention short of disk space,
-	// or under MaxStoreBytes, keeps none.
+	// or under MaxStoreBytes, keeps none, and an InMemory store never
+	// recycles: a spare would hold a segment of memory.
 	NoRecycle bool
 
 	// ReadUncommitted lets readers see FlushSync messages before their

@@ -141,3 +141,19 @@ func TestRetentionSizeCapAndHour(t *testing.T) {
 	require.NoError(t, err)
 	require.Positive(t, s2.log.MinOffset(), "at 04:00")
 }
+
+// An in-memory store removes what retention drops: a spare kept for
+// recycling would hold a segment of memory.
+func TestRetentionInMemoryKeepsNoSpare(t *testing.T) {
+	clk := clock.NewFake(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
+	s, err := Open("mem", &Options{InMemory: true, Clock: clk, SegmentSize: 64 << 10, Retention: 2 * time.Hour,
+		ConsumeQueueEntries: 64, IndexEntries: 256, IndexSlots: 64})
+	require.NoError(t, err)
+	defer s.Close()
+	require.NoError(t, s.CreateTopic("ret", TopicConfig{Queues: 1}))
+	fillHours(t, s, clk, 6, 150)
+	rep, err := s.CleanExpired()
+	require.NoError(t, err)
+	require.Positive(t, rep.Segments)
+	require.Empty(t, spareFiles(t, s))
+}

@@ -12,8 +12,10 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/mqlite/mqlite/internal/vfs"
 )
@@ -293,6 +295,69 @@ func BenchmarkRead(b *testing.B) {
 				})
 				b.StopTimer()
 				reportRate(b, size)
+			})
+		}
+	}
+}
+
+// BenchmarkFlush measures what a group commit round costs the disk: append
+// 1 or 16 records of 200 bytes, then Flush (msync), into a new segment
+// (preallocated: unwritten extents) and into a recycled one (written
+// extents; recycle.go). One op is one round; p50-us is its median.
+func BenchmarkFlush(b *testing.B) {
+	const seg = 64 << 20
+	for _, recycled := range []bool{false, true} {
+		for _, n := range []int{1, 16} {
+			name := fmt.Sprintf("new/%drecords", n)
+			if recycled {
+				name = fmt.Sprintf("recycled/%drecords", n)
+			}
+			b.Run(name, func(b *testing.B) {
+				l, err := Open(Options{Dir: filepath.Join(b.TempDir(), "cl"), SegmentSize: seg, RecoverFrom: -1, NoRecycle: !recycled})
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer l.Close()
+				a := &benchAppender{body: payload(200, 200)}
+				fill := func(to int64) {
+					for l.WrotePosition() < to {
+						if _, err := l.Append(a); err != nil {
+							b.Fatal(err)
+						}
+					}
+					if _, err := l.Flush(); err != nil {
+						b.Fatal(err)
+					}
+				}
+				// Four segments, the first two dropped (kept as spares
+				// unless NoRecycle), then into the segment after next: a
+				// recycled one, or a new one.
+				fill(4 * seg)
+				settle(l)
+				if _, err := l.DeleteBefore(2 * seg); err != nil {
+					b.Fatal(err)
+				}
+				fill(6*seg + 4096)
+				if got := staleTail(l); got != recycled {
+					b.Fatalf("write segment recycled: %v, want %v", got, recycled)
+				}
+				lat := make([]time.Duration, 0, b.N)
+				b.ResetTimer()
+				for range b.N {
+					for range n {
+						if _, err := l.Append(a); err != nil {
+							b.Fatal(err)
+						}
+					}
+					t0 := time.Now()
+					if _, err := l.Flush(); err != nil {
+						b.Fatal(err)
+					}
+					lat = append(lat, time.Since(t0))
+				}
+				b.StopTimer()
+				slices.Sort(lat)
+				b.ReportMetric(float64(lat[len(lat)/2])/1e3, "p50-us")
 			})
 		}
 	}

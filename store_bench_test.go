@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 )
 
 // benchPutSplit runs b.N Puts over g goroutines, each with its own
@@ -115,4 +116,91 @@ func benchPutBatch(b *testing.B) {
 	}
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
+}
+
+// BenchmarkPutSyncRetention is BenchmarkPut's FlushSync rows in the steady
+// state of a store with retention: 4 MiB segments, each sealed one removed
+// (or recycled) as soon as the next is entered, and 8 segments written
+// before the timer starts, so that the timed syncs go to recycled segments
+// ("/norecycle": to new ones, with Options.NoRecycle).
+func BenchmarkPutSyncRetention(b *testing.B) {
+	for _, noRecycle := range []bool{false, true} {
+		for _, g := range []int{1, 16} {
+			name := fmt.Sprintf("g%d", g)
+			if noRecycle {
+				name += "/norecycle"
+			}
+			b.Run(name, func(b *testing.B) { benchPutSyncRetention(b, g, noRecycle) })
+		}
+	}
+}
+
+func benchPutSyncRetention(b *testing.B, g int, noRecycle bool) {
+	const seg = 4 << 20
+	s, err := Open(filepath.Join(b.TempDir(), "store"), &Options{Flush: FlushSync, SegmentSize: seg, NoRecycle: noRecycle,
+		Retention: time.Nanosecond, DeleteHour: farHour(), CleanRatio: 1, ForceCleanRatio: 1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	kick, cleaned := make(chan struct{}, 1), make(chan struct{})
+	go func() {
+		defer close(cleaned)
+		for range kick {
+			if _, err := s.CleanExpired(); err != nil {
+				b.Error(err)
+			}
+		}
+	}()
+	rolled := func(r PutResult) {
+		if r.Offset%seg < int64(r.Size) {
+			select {
+			case kick <- struct{}{}:
+			default:
+			}
+		}
+	}
+	ctx := context.Background()
+	batch := make([]*Message, 256)
+	for i := range batch {
+		batch[i] = &Message{Topic: "bench", Body: make([]byte, 128)}
+	}
+	for s.log.WrotePosition() < 8*seg {
+		rs, err := s.PutBatch(ctx, batch, 0)
+		if err != nil {
+			b.Fatal(err)
+		}
+		rolled(rs[0])
+		rolled(rs[len(rs)-1])
+	}
+	before := flushes(b, s)
+	b.ReportAllocs()
+	b.ResetTimer()
+	var wg sync.WaitGroup
+	for i := range g {
+		n := b.N / g
+		if i < b.N%g {
+			n++
+		}
+		m := &Message{Topic: "bench", Body: make([]byte, 128)}
+		wg.Go(func() {
+			for range n {
+				r, err := s.Put(ctx, m, i%4)
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				rolled(r)
+			}
+		})
+	}
+	wg.Wait()
+	b.StopTimer()
+	close(kick)
+	<-cleaned
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
+	if n := flushes(b, s) - before; n > 0 {
+		b.ReportMetric(float64(b.N)/float64(n), "acks/sync")
+	}
+	b.ReportMetric(float64(s.log.Segments()[0].Start/seg), "removed")
 }

@@ -210,6 +210,7 @@ func benchPutRetention(b *testing.B, mode FlushMode, seg int64, g int, noRecycle
 	}
 	wg.Wait()
 	b.StopTimer()
+	b.ReportMetric(float64(s.log.WrotePosition()-s.disp.dispatched())/1e6, "lagMB")
 	close(kick)
 	<-cleaned
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")

@@ -248,26 +248,35 @@ func TestReadOnlyOpenerPreventsRecycling(t *testing.T) {
 	require.True(t, staleTail(l), "recycled once the opener left")
 }
 
-// A spare whose pages were evicted is removed, not recycled: pre-faulting
-// it would read it from disk.
-func TestEvictedSpareIsNotRecycled(t *testing.T) {
+// dropFirst opens a log in memory with o (Dir, FS and sizes filled in),
+// fills four segments, lets the allocator prepare the next and drops the
+// first segment. It returns the log (closed at the end of the test), its
+// FS, the segments before the drop and the next record index.
+func dropFirst(t *testing.T, o Options) (*Log, vfs.FS, []SegmentInfo, int) {
+	t.Helper()
 	fs := vfs.NewMem()
-	var evicted atomic.Bool
-	l, err := Open(Options{Dir: "/cl", FS: fs, SegmentSize: MinSegmentSize, RecoverFrom: -1,
-		resident: func([]byte) float64 {
-			if evicted.Load() {
-				return minResident - 0.01
-			}
-			return 1
-		}})
+	o.Dir, o.FS, o.SegmentSize, o.RecoverFrom = "/cl", fs, MinSegmentSize, -1
+	l, err := Open(o)
 	require.NoError(t, err)
-	defer l.Close()
+	t.Cleanup(func() { l.Close() })
 	offs := fillSegments(t, l, 4)
-	next := len(offs)
 	segs := l.Segments()
 	settle(l)
 	_, err = l.DeleteBefore(segs[1].Start)
 	require.NoError(t, err)
+	return l, fs, segs, len(offs)
+}
+
+// A spare whose pages were evicted is removed, not recycled: pre-faulting
+// it would read it from disk.
+func TestEvictedSpareIsNotRecycled(t *testing.T) {
+	var evicted atomic.Bool
+	l, fs, segs, next := dropFirst(t, Options{resident: func([]byte) float64 {
+		if evicted.Load() {
+			return minResident - 0.01
+		}
+		return 1
+	}})
 	evicted.Store(true)
 	rollTimes(t, l, &next, 2)
 	require.False(t, exists(t, fs, segs[0].Path+spareSuffix))
@@ -283,16 +292,7 @@ func TestSpareRemoval(t *testing.T) {
 	// noSpareLeft drops the first segment and checks that no spare is
 	// left and the segments after are new files.
 	noSpareLeft := func(t *testing.T, noRecycle, drop bool) {
-		fs := vfs.NewMem()
-		l, err := Open(Options{Dir: "/cl", FS: fs, SegmentSize: MinSegmentSize, RecoverFrom: -1, NoRecycle: noRecycle})
-		require.NoError(t, err)
-		defer l.Close()
-		offs := fillSegments(t, l, 4)
-		next := len(offs)
-		segs := l.Segments()
-		settle(l)
-		_, err = l.DeleteBefore(segs[1].Start)
-		require.NoError(t, err)
+		l, fs, segs, next := dropFirst(t, Options{NoRecycle: noRecycle})
 		if drop {
 			l.DropSpare()
 		}

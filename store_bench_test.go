@@ -136,14 +136,16 @@ func BenchmarkPutSyncRetention(b *testing.B) {
 }
 
 // BenchmarkPutAsyncRetention is the same with FlushAsync and 64 MiB
-// segments, for the 128 B single-producer row.
+// segments.
 func BenchmarkPutAsyncRetention(b *testing.B) {
 	for _, noRecycle := range []bool{false, true} {
-		name := "g1"
-		if noRecycle {
-			name += "/norecycle"
+		for _, g := range []int{1, 16} {
+			name := fmt.Sprintf("g%d", g)
+			if noRecycle {
+				name += "/norecycle"
+			}
+			b.Run(name, func(b *testing.B) { benchPutRetention(b, FlushAsync, 64<<20, g, noRecycle) })
 		}
-		b.Run(name, func(b *testing.B) { benchPutRetention(b, FlushAsync, 64<<20, 1, noRecycle) })
 	}
 }
 

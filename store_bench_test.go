@@ -123,28 +123,22 @@ func benchPutBatch(b *testing.B) {
 // (or recycled) as soon as the next is entered, and 8 segments written
 // before the timer starts, so that the timed syncs go to recycled segments
 // ("/norecycle": to new ones, with Options.NoRecycle).
-func BenchmarkPutSyncRetention(b *testing.B) {
-	for _, noRecycle := range []bool{false, true} {
-		for _, g := range []int{1, 16} {
-			name := fmt.Sprintf("g%d", g)
-			if noRecycle {
-				name += "/norecycle"
-			}
-			b.Run(name, func(b *testing.B) { benchPutRetention(b, FlushSync, 4<<20, g, noRecycle) })
-		}
-	}
-}
+func BenchmarkPutSyncRetention(b *testing.B) { runPutRetention(b, FlushSync, 4<<20) }
 
 // BenchmarkPutAsyncRetention is the same with FlushAsync and 64 MiB
 // segments.
-func BenchmarkPutAsyncRetention(b *testing.B) {
+func BenchmarkPutAsyncRetention(b *testing.B) { runPutRetention(b, FlushAsync, 64<<20) }
+
+// runPutRetention runs benchPutRetention with 1 and 16 producers, with and
+// without recycling.
+func runPutRetention(b *testing.B, mode FlushMode, seg int64) {
 	for _, noRecycle := range []bool{false, true} {
 		for _, g := range []int{1, 16} {
 			name := fmt.Sprintf("g%d", g)
 			if noRecycle {
 				name += "/norecycle"
 			}
-			b.Run(name, func(b *testing.B) { benchPutRetention(b, FlushAsync, 64<<20, g, noRecycle) })
+			b.Run(name, func(b *testing.B) { benchPutRetention(b, mode, seg, g, noRecycle) })
 		}
 	}
 }

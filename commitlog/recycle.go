@@ -150,9 +150,6 @@ func (l *Log) recycle(path string) bool {
 // ensureReaders creates the readers lock file if it is missing.
 func (l *Log) ensureReaders() error {
 	path := filepath.Join(l.opts.Dir, readersName)
-	if _, _, err := l.opts.FS.Stat(path); err == nil {
-		return nil
-	}
 	f, err := l.opts.FS.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
 		return diskErr("create", path, err)

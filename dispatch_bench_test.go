@@ -259,8 +259,10 @@ func BenchmarkPutWithDispatch(b *testing.B) {
 			if mode == "append-only" {
 				s.disp.run.Lock()
 			}
+			kc := startKernelCost()
 			putEach(b, s)
 			b.StopTimer()
+			kc.report(b)
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
 			if mode == "append-only" {
 				s.disp.run.Unlock()

@@ -54,9 +54,11 @@ func benchPut(b *testing.B, mode FlushMode, size, g int) {
 	defer s.Close()
 	b.ReportAllocs()
 	before := flushes(b, s)
+	kc := startKernelCost()
 	b.ResetTimer()
 	benchPutSplit(b, s, g, size)
 	b.StopTimer()
+	kc.report(b)
 	msgs := float64(b.N) / b.Elapsed().Seconds()
 	b.ReportMetric(msgs, "msgs/s")
 	b.ReportMetric(msgs*float64(size)/1e6, "MB/s")
@@ -185,6 +187,7 @@ func benchPutRetention(b *testing.B, mode FlushMode, seg int64, g int, noRecycle
 	}
 	before := flushes(b, s)
 	b.ReportAllocs()
+	kc := startKernelCost()
 	b.ResetTimer()
 	var wg sync.WaitGroup
 	for i := range g {
@@ -206,6 +209,7 @@ func benchPutRetention(b *testing.B, mode FlushMode, seg int64, g int, noRecycle
 	}
 	wg.Wait()
 	b.StopTimer()
+	kc.report(b)
 	b.ReportMetric(float64(s.log.WrotePosition()-s.disp.dispatched())/1e6, "lagMB")
 	close(kick)
 	<-cleaned

@@ -529,6 +529,13 @@ func (q *Queue) flushMaint() error {
 
 	var err error
 	for _, r := range ranges {
+		if d, ok := r.seg.m.(vfs.Dropper); ok {
+			// Entries are appended: the pages below the one holding hi
+			// are complete, and dropping them spares the sync a
+			// shootdown per page (vfs.Dropper).
+			lo := r.lo &^ (vfs.PageSize - 1)
+			d.Drop(lo, r.hi-lo)
+		}
 		if serr := r.seg.m.Sync(r.lo, r.hi-r.lo); serr != nil {
 			err = fmt.Errorf("mqlite/consumequeue: sync %s: %w", r.seg.path, serr)
 			break

@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 
 	"github.com/cespare/xxhash/v2"
+
+	"github.com/mqlite/mqlite/internal/vfs"
 )
 
 // Index is a hash index from string keys to commitlog offsets over a
@@ -427,6 +429,15 @@ func (x *Index) flushFile(f *file, h header) error {
 		x.mu.Lock()
 		defer x.mu.Unlock()
 		return x.fenceLocked(err)
+	}
+	if d, ok := f.m.(vfs.Dropper); ok {
+		// Entries are appended and never rewritten: drop the pages of
+		// those written since the last flush, below the one still being
+		// filled, so that the sync has no entries of theirs to
+		// write-protect one shootdown at a time (vfs.Dropper). The
+		// slots are rewritten at random and stay mapped.
+		from := f.usedSize(max(h.flushed, 1)) &^ (vfs.PageSize - 1)
+		d.Drop(from, f.usedSize(n)-from)
 	}
 	if err := f.m.Sync(HeaderSize, f.usedSize(n)-HeaderSize); err != nil {
 		return fail(fmt.Errorf("mqlite/indexfile: sync %s: %w", f.path, err))

@@ -168,6 +168,15 @@ func (m *osMapping) Sync(off, n int) error {
 
 func (m *osMapping) Unmap() error { return m.m.Unmap() }
 
+// Drop is Dropper's, on the whole pages inside [off, off+n).
+func (m *osMapping) Drop(off, n int) {
+	start := (off + PageSize - 1) &^ (PageSize - 1)
+	end := min(off+n, len(m.m)) &^ (PageSize - 1)
+	if start < end {
+		unix.Madvise(m.m[start:end], unix.MADV_DONTNEED)
+	}
+}
+
 // Populate asks the kernel to fault in the pages of b for writing ahead of
 // use (MADV_POPULATE_WRITE), so that writes into them take no page fault.
 // It is a hint: it never changes a byte, so it may run while another

@@ -1,10 +1,14 @@
 package vfs
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"unsafe"
 )
 
 // Unmap releases a mapping completely: no piece of it stays in the
@@ -84,4 +88,125 @@ func TestDataRanges(t *testing.T) {
 	if got := DataRanges(mem, "/x", 10, 20); len(got) != 1 || got[0] != [2]int64{10, 20} {
 		t.Fatalf("in memory: %v, want the whole range", got)
 	}
+}
+
+// Drop takes the whole pages inside its range out of the page tables and
+// nothing else, loses no byte (written-but-unsynced data is still synced
+// and reads back), and only real shared mappings offer it: dropping the
+// pages of memory that is not a file mapping would zero them.
+func TestDrop(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "seg")
+	f, err := OS.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	const pages = 16
+	if err := f.Allocate(pages * PageSize); err != nil {
+		t.Fatal(err)
+	}
+	m, err := f.Map(pages * PageSize)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Unmap()
+	b := m.Bytes()
+	for i := range b {
+		b[i] = byte(i*7 + i/PageSize)
+	}
+	want := append([]byte(nil), b...)
+	if got := rssKB(t, path); got != pages*PageSize/1024 {
+		t.Fatalf("Rss %d KiB after writing every page, want %d", got, pages*PageSize/1024)
+	}
+	d, ok := m.(Dropper)
+	if !ok {
+		t.Fatal("an OS mapping is not a Dropper")
+	}
+	// [PageSize/2, PageSize/2 + 10 pages) holds pages 1..9 whole.
+	d.Drop(PageSize/2, 10*PageSize)
+	if got, wantKB := rssKB(t, path), (pages-9)*PageSize/1024; got != wantKB {
+		t.Fatalf("Rss %d KiB after dropping 9 pages, want %d", got, wantKB)
+	}
+	d.Drop(3*PageSize+1, PageSize) // no whole page inside: nothing happens
+	d.Drop(pages*PageSize-10, 100) // past the end: clipped, nothing happens
+	if got, wantKB := rssKB(t, path), (pages-9)*PageSize/1024; got != wantKB {
+		t.Fatalf("Rss %d KiB after drops of no whole page, want %d", got, wantKB)
+	}
+	if !bytes.Equal(b, want) {
+		t.Fatal("the mapping reads back other bytes after Drop")
+	}
+	if err := m.Sync(0, len(b)); err != nil {
+		t.Fatal(err)
+	}
+	onDisk, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(onDisk, want) {
+		t.Fatal("the file holds other bytes than were written before Drop")
+	}
+	if direct, ok := readDirect(t, path, len(want)); ok && !bytes.Equal(direct, want) {
+		t.Fatal("the disk holds other bytes than were written before Drop and synced")
+	}
+	mem := NewMem()
+	mf, err := mem.OpenFile("seg", os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := mf.Allocate(PageSize); err != nil {
+		t.Fatal(err)
+	}
+	mm, err := mf.Map(PageSize)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := mm.(Dropper); ok {
+		t.Fatal("an in-memory mapping offers Drop")
+	}
+}
+
+// rssKB is the resident size of the mapping of path in /proc/self/smaps.
+func rssKB(t *testing.T, path string) int {
+	smaps, err := os.ReadFile("/proc/self/smaps")
+	if err != nil {
+		t.Skip("no /proc/self/smaps:", err)
+	}
+	lines := strings.Split(string(smaps), "\n")
+	for i, l := range lines {
+		if !strings.HasSuffix(l, path) {
+			continue
+		}
+		for _, l := range lines[i+1:] {
+			if v, ok := strings.CutPrefix(l, "Rss:"); ok {
+				kb, err := strconv.Atoi(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")))
+				if err != nil {
+					t.Fatalf("smaps line %q: %v", l, err)
+				}
+				return kb
+			}
+		}
+	}
+	t.Fatalf("%s is not in /proc/self/smaps", path)
+	return 0
+}
+
+// readDirect reads n bytes of path with O_DIRECT, from the disk rather than
+// the page cache (the kernel first writes back the dirty pages of the
+// range, so a page whose dirty state was lost reads as the preallocated
+// zeros); false where the file system cannot.
+func readDirect(t *testing.T, path string, n int) ([]byte, bool) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_DIRECT, 0)
+	if err != nil {
+		t.Logf("no O_DIRECT here: %v", err)
+		return nil, false
+	}
+	defer f.Close()
+	raw := make([]byte, n+PageSize)
+	skip := int(-uintptr(unsafe.Pointer(&raw[0])) & (PageSize - 1))
+	buf := raw[skip : skip+n]
+	if _, err := f.ReadAt(buf, 0); err != nil {
+		t.Logf("no O_DIRECT read here: %v", err)
+		return nil, false
+	}
+	return buf, true
 }

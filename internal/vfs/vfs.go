@@ -88,6 +88,23 @@ type Mapping interface {
 	Unmap() error
 }
 
+// Dropper is implemented by the mappings whose page table entries can be
+// dropped without losing a byte: shared mappings of real files (OS).
+//
+// Drop is for memory the writer has finished with. Writing back a page
+// that is mapped writable and dirty makes the kernel write-protect its
+// entry first, one TLB shootdown (an inter-processor interrupt, slow on
+// a virtual machine) per page; dropping a range of entries costs one for
+// all of them, and the write-back that follows finds nothing to protect.
+type Dropper interface {
+	// Drop removes the whole pages of [off, off+n) from the page tables
+	// (MADV_DONTNEED). The data stays in the page cache and the file,
+	// dirty pages are still written back, and the next access faults the
+	// page in again. It is a hint: it never changes a byte, and may run
+	// while other goroutines read the range.
+	Drop(off, n int)
+}
+
 // WriteFileAtomic replaces name with data: it writes a temporary file, syncs
 // it, renames it over name and syncs the directory.
 func WriteFileAtomic(fs FS, dir, name string, data []byte) error {

@@ -53,7 +53,10 @@
 // FlushSync the caller waits for the group commit whose sync covers its
 // record; with FlushAsync a background flusher syncs every FlushInterval
 // once FlushLeastPages are dirty, and everything every
-// FlushThoroughInterval. A background allocator creates and preallocates
+// FlushThoroughInterval. A flush first takes the complete pages it syncs
+// out of the page tables, so that writing them back costs one TLB
+// shootdown instead of one per page (the ConsumeQueue and IndexFile
+// flushes do the same). A background allocator creates and preallocates
 // the next segment before it is needed, pre-faults its head, and keeps the
 // 64 MiB ahead of the write position pre-faulted, so appends take no page
 // faults unless they outrun it (then they fault the pages in themselves

@@ -135,6 +135,19 @@
 // visible. Append, Flush and DeleteBefore fail with ErrReadOnly. Segments
 // the owner's retention removes stay readable through the mappings.
 //
+// # Flushing
+//
+// Flush syncs what was appended since the last flush (msync of each
+// segment's range). Before syncing a range it drops the range's complete
+// pages from the page tables (vfs.Dropper, MADV_DONTNEED): the kernel
+// must write-protect every writable page table entry of a page before
+// writing the page back, one TLB shootdown (an inter-processor interrupt)
+// per page, which on a virtual machine cost a third of all CPU time in a
+// steady stream of small appends; dropping the entries of a whole range
+// first costs one. The data stays in the page cache and dirty pages are
+// still written back; the page holding the write position is kept, and a
+// reader touching a dropped page faults it in again, read-only.
+//
 // # Caveats
 //
 // A Record's Payload aliases mapped memory: it is valid only inside the

@@ -141,8 +141,8 @@ func (d *dispatcher) hashKeys(v message.View, off int64) {
 		b.keyBuf = append(append(append(b.keyBuf[:0], topic...), '#'), key...)
 		b.keys = append(b.keys, indexfile.Hashed{Hash: indexfile.KeyHash(b.keyBuf), Phys: off, StoreMs: ms})
 	}
-	add(v.Prop(message.PropUniqKey))
-	keys := v.Prop(message.PropKeys)
+	uniq, keys := v.KeyProps()
+	add(uniq)
 	for len(keys) > 0 {
 		i := 0
 		for i < len(keys) && keys[i] != ' ' {

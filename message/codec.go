@@ -316,6 +316,30 @@ func (v View) Prop(name string) []byte {
 	return nil
 }
 
+// KeyProps returns the UNIQ_KEY and KEYS properties (nil if absent), in one
+// pass over the properties: what the dispatcher indexes of every record.
+func (v View) KeyProps() (uniq, keys []byte) {
+	props := v.Props()
+	for len(props) > 0 {
+		i := bytes.IndexByte(props, propNameSep)
+		if i < 0 {
+			return
+		}
+		j := bytes.IndexByte(props[i+1:], propValueSep)
+		if j < 0 {
+			return
+		}
+		switch name := string(props[:i]); { // the first of each, as Prop
+		case uniq == nil && name == PropUniqKey:
+			uniq = props[i+1 : i+1+j]
+		case keys == nil && name == PropKeys:
+			keys = props[i+1 : i+1+j]
+		}
+		props = props[i+2+j:]
+	}
+	return
+}
+
 // Decode copies a checked payload into ext (strings and body are copies).
 func Decode(b []byte, ext *MessageExt) error { return decode(b, -1, ext) }
 

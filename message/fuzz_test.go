@@ -82,6 +82,10 @@ func FuzzDecodeRecord(f *testing.F) {
 		for _, name := range []string{PropTags, PropKeys, PropUniqKey, "a", ""} {
 			_ = v.Prop(name)
 		}
+		if uniq, keys := v.KeyProps(); !bytes.Equal(uniq, v.Prop(PropUniqKey)) || !bytes.Equal(keys, v.Prop(PropKeys)) ||
+			(uniq == nil) != (v.Prop(PropUniqKey) == nil) || (keys == nil) != (v.Prop(PropKeys) == nil) {
+			t.Fatalf("KeyProps %q %q, Prop %q %q", uniq, keys, v.Prop(PropUniqKey), v.Prop(PropKeys))
+		}
 		if derr != nil {
 			if !errors.Is(derr, errs.ErrCorrupt) {
 				t.Fatalf("Decode error %v does not match ErrCorrupt", derr)

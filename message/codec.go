@@ -105,8 +105,10 @@ func propsSize(m *Message, uniqLen int) int {
 	if !m.DeliverAt.IsZero() {
 		n += propSize(PropDeliverAt, digits(m.DeliverAt.UnixMilli()))
 	}
-	for k, v := range m.Properties {
-		n += propSize(k, len(v))
+	if len(m.Properties) > 0 { // ranging over even an empty map costs an iterator
+		for k, v := range m.Properties {
+			n += propSize(k, len(v))
+		}
 	}
 	return n
 }

@@ -90,9 +90,11 @@ func Validate(m *Message, maxBody, maxTopic, uniqLen int, now time.Time) error {
 	if hasSep(m.ShardingKey) || hasSep(m.UniqKey) {
 		return fmt.Errorf("%w: control characters in sharding or unique key", ErrInvalidKey)
 	}
-	for k, v := range m.Properties {
-		if k == "" || hasSep(k) || hasSep(v) || isReserved(k) {
-			return fmt.Errorf("%w: %q", ErrInvalidProperty, k)
+	if len(m.Properties) > 0 { // ranging over even an empty map costs an iterator
+		for k, v := range m.Properties {
+			if k == "" || hasSep(k) || hasSep(v) || isReserved(k) {
+				return fmt.Errorf("%w: %q", ErrInvalidProperty, k)
+			}
 		}
 	}
 	if n := propsSize(m, uniqLen); n > MaxPropsLen {

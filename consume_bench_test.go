@@ -78,6 +78,7 @@ func benchPushConsume(b *testing.B, o ConsumerOptions) {
 	}
 	c.Subscribe("bench", nil)
 	b.ReportAllocs()
+	kc := startKernelCost()
 	b.ResetTimer()
 	c.Start(func(_ context.Context, msgs []*MessageExt) ConsumeResult {
 		if n.Add(int64(len(msgs))) == int64(b.N) {
@@ -87,6 +88,7 @@ func benchPushConsume(b *testing.B, o ConsumerOptions) {
 	})
 	<-done
 	b.StopTimer()
+	kc.report(b)
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
 	c.Close()
 }
@@ -99,6 +101,7 @@ func benchPoll(b *testing.B, o ConsumerOptions) {
 	}
 	pc.Subscribe("bench", nil)
 	b.ReportAllocs()
+	kc := startKernelCost()
 	b.ResetTimer()
 	for got := 0; got < b.N; {
 		msgs, err := pc.Poll(context.Background(), 32)
@@ -108,6 +111,7 @@ func benchPoll(b *testing.B, o ConsumerOptions) {
 		got += len(msgs)
 	}
 	b.StopTimer()
+	kc.report(b)
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
 	pc.Close()
 }

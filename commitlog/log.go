@@ -239,7 +239,9 @@ func Open(opts Options) (*Log, error) {
 	}
 	l.mu.warmAt = math.MaxInt64
 	if !opts.NoWarm {
-		l.warmLocked(l.wrote.Load())
+		// From the first append on: a log opened to be read, or not
+		// written for a while, has no use for pre-faulted pages.
+		l.mu.warmAt = l.wrote.Load()
 	}
 	go l.allocate()
 	l.allocReq <- l.mu.cur.start + l.opts.SegmentSize

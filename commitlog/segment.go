@@ -133,6 +133,9 @@ type prepared struct {
 func (l *Log) allocate() {
 	defer close(l.allocDone)
 	var warmed int64 // everything below is pre-faulted (or was skipped)
+	// cold is a segment handed over before the first append since Open:
+	// its head is warmed at the first request to warm, if one comes.
+	var cold *segment
 	for {
 		select {
 		case start := <-l.allocReq:
@@ -161,7 +164,11 @@ func (l *Log) allocate() {
 				return
 			}
 			if seg != nil && !l.opts.NoWarm {
-				l.warmHead(seg, &warmed)
+				if l.warmTo.Load() == 0 { // nothing appended yet
+					cold = seg
+				} else {
+					l.warmHead(seg, &warmed)
+				}
 			}
 		case <-l.warmKick:
 			for l.warmAhead(&warmed) {
@@ -170,6 +177,13 @@ func (l *Log) allocate() {
 					return
 				default:
 				}
+			}
+			if cold != nil {
+				// Populating unmapped memory fails harmlessly, should the
+				// segment be gone by now.
+				seg := cold
+				cold = nil
+				l.warmHead(seg, &warmed)
 			}
 		case <-l.quit:
 			return

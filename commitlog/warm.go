@@ -10,7 +10,8 @@ import "runtime/debug"
 // current segment and, once it has handed the next one to the appender, at
 // that one's head. The append path takes no fault unless the writer
 // outruns the kernel, and then it faults pages in itself, beside the
-// warming, instead of waiting for it.
+// warming, instead of waiting for it. Warming starts with the first append
+// after Open: a log opened to be read pre-faults nothing.
 //
 // The appender asks for more every eighth of WarmBytes (one comparison
 // per append, a channel send per step); the allocator owns the warmed

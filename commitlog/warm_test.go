@@ -4,13 +4,15 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"unsafe"
 
 	"github.com/mqlite/mqlite/internal/vfs"
 )
 
-// Warming starts at the write position: at Open, and whenever the warmer
-// lags, it does not fault in the older segments on its way there.
+// Warming starts at the write position: at the first append after Open,
+// and whenever the warmer lags, it does not fault in the older segments on
+// its way there.
 func TestWarmStartsAtTheWritePosition(t *testing.T) {
 	const seg, warm = 64 << 10, 16 << 10
 	l, err := Open(Options{Dir: "/cl", FS: vfs.NewMem(), SegmentSize: seg, WarmBytes: warm, RecoverFrom: -1})
@@ -76,11 +78,14 @@ func TestRollDoesNotWaitForHeadWarming(t *testing.T) {
 	close(opened)
 	defer l.Close()
 	defer close(release)
+	a := bytesAppender(payload(1, 1000))
+	if _, err := l.Append(a); err != nil { // warming starts with the first append
+		t.Fatal(err)
+	}
 	<-blocked
 	if !handedOver {
 		t.Fatal("the allocator warmed the next segment's head before handing it over")
 	}
-	a := bytesAppender(payload(1, 1000))
 	for l.WrotePosition() < seg+seg/2 {
 		if _, err := l.Append(a); err != nil {
 			t.Fatal(err)
@@ -97,4 +102,62 @@ func published(l *Log, b []byte) bool {
 		}
 	}
 	return false
+}
+
+// A log opened with records in it pre-faults nothing while it is only read
+// (neither ahead of the write position nor the next segment's head); the
+// first append starts both.
+func TestWarmWaitsForTheFirstAppend(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const seg, warm = 64 << 10, 16 << 10
+		fs := vfs.NewMem()
+		var mu sync.Mutex
+		var lp atomic.Pointer[Log]
+		var ahead, heads int
+		populate := func(b []byte) {
+			mu.Lock()
+			defer mu.Unlock()
+			if l := lp.Load(); l != nil && published(l, b) {
+				ahead++
+			} else {
+				heads++
+			}
+		}
+		opts := Options{Dir: "/cl", FS: fs, SegmentSize: seg, WarmBytes: warm, RecoverFrom: -1, NoWarm: true}
+		l, err := Open(opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		off, err := l.Append(bytesAppender(payload(1, 1000)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Close(); err != nil {
+			t.Fatal(err)
+		}
+		opts.NoWarm, opts.populate = false, populate
+		if l, err = Open(opts); err != nil {
+			t.Fatal(err)
+		}
+		lp.Store(l)
+		defer l.Close()
+		if err := l.Read(off, func(Record) error { return nil }); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait() // the allocator has prepared the next segment and is idle
+		mu.Lock()
+		if ahead+heads != 0 || len(l.allocReady) != 1 {
+			t.Fatalf("before any append: %d populates ahead, %d of heads, %d segments prepared; want 0, 0, 1", ahead, heads, len(l.allocReady))
+		}
+		mu.Unlock()
+		if _, err := l.Append(bytesAppender(payload(2, 1000))); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		mu.Lock()
+		defer mu.Unlock()
+		if ahead == 0 || heads == 0 {
+			t.Fatalf("after the first append: %d populates ahead, %d of the next head; want both", ahead, heads)
+		}
+	})
 }

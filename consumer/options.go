@@ -93,7 +93,7 @@ func (w ConsumeFromWhere) String() string {
 	return fmt.Sprintf("ConsumeFromWhere(%d)", uint8(w))
 }
 
-// Defaults, as RocketMQ sets them.
+// Defaults, as RocketMQ sets them, except DefaultQueueCacheCount.
 const (
 	DefaultConsumeBatchSize  = 1
 	DefaultPullBatchSize     = 32
@@ -101,7 +101,13 @@ const (
 	DefaultMaxReconsumeTimes = 16
 	DefaultSuspendInterval   = time.Second
 	DefaultConsumeTimeout    = 15 * time.Minute
-	DefaultQueueCacheCount   = 1000
+	// DefaultQueueCacheCount is 128, not RocketMQ's 1000: its prefetch
+	// covers a network round trip, while here a fetch is a function call,
+	// and a deeper cache only adds live heap that every collection marks
+	// (a consumer draining a backlog of 128 B messages spent 190-270 ns a
+	// message in the collector with 1000 per queue, 135-185 with 128, and
+	// ran 23-39% faster).
+	DefaultQueueCacheCount   = 128
 	DefaultQueueCacheBytes   = 100 << 20
 	DefaultConsumeMaxSpan    = 2000
 	DefaultPersistInterval   = 5 * time.Second
@@ -177,8 +183,8 @@ type Options struct {
 	// counts as failed whatever the handler returns.
 	ConsumeTimeout time.Duration
 	// QueueCacheCount is the most messages fetched but not yet consumed
-	// (push) or not yet polled (pull) per queue (default 1000). Fetching
-	// pauses at the limit until the handler catches up.
+	// (push) or not yet polled (pull) per queue (default 128, four pull
+	// batches). Fetching pauses at the limit until the handler catches up.
 	QueueCacheCount int
 	// QueueCacheBytes is the same limit in message bytes (default
 	// 100 MiB). It may be passed by one pull batch.

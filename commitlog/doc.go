@@ -12,8 +12,9 @@
 // zero-padded decimal digits (00000000000000000000, 00000000001073741824,
 // ...). A global offset is a segment's start plus a position inside it.
 // Beside them: up to two spares, <start>.spare, segments DeleteBefore
-// dropped and kept to become next segments (recycling, below), and the
-// empty file readers, which read-only openers lock shared.
+// dropped and kept to become next segments (recycling, below). An empty
+// file readers, which read-only openers of earlier versions locked, is
+// ignored.
 //
 // # Record frame (little-endian)
 //
@@ -107,10 +108,14 @@
 // at the end of the log, so that a clean Open stops there at once; after a
 // crash, classifying the tail reads the rest of the segment (for 1 GiB
 // here, recovery took 1.1 s against 0.5 s with a new segment), and
-// Report.TruncatedBytes counts the old bytes zeroed in the tail's page. A read-only
-// opener holds a shared lock on readers while it has segments mapped, and
-// the allocator recycles only when it can take that lock exclusively, so
-// no reader's mapping of a dropped segment is ever rewritten. DropSpare
+// Report.TruncatedBytes counts the old bytes zeroed in the tail's page. A
+// read-only opener holds a shared lock (flock) on each segment file while
+// it maps it; a lock is on the file, so it follows the file through the
+// rename to a spare. Step 1 removes instead of keeping a segment whose
+// file is locked so, and the allocator recycles a spare only when it can
+// lock the file exclusively (otherwise it removes it), so no reader's
+// mapping of a dropped segment is ever rewritten, and a reader that stays
+// open keeps only the segments it mapped from being recycled. DropSpare
 // removes the spares; a store short of disk space calls it.
 //
 // # Read-only open
@@ -118,10 +123,13 @@
 // With Options.ReadOnly the log is opened beside a process that may be
 // appending to it (or a stopped or crashed one), and nothing is changed:
 //
-//  1. Take a shared lock on readers (waiting out the owner's brief
-//     exclusive holds), so that the owner recycles no segment while this
-//     log is open. List the segments as in step 1 of Recovery, removing
-//     nothing. Open each O_RDONLY and map it read-only, closing the
+//  1. List the segments as in step 1 of Recovery, removing nothing. Lock
+//     each file shared, for as long as the segment is mapped (one
+//     descriptor a segment), so that the owner does not recycle it. A file
+//     the name no longer names once locked, or one the owner holds
+//     exclusively as a spare, was just removed; a lock refused for another
+//     reason (the descriptor limit, say) leaves the segment unprotected,
+//     with a warning. Open each O_RDONLY and map it read-only, closing the
 //     descriptor. A short last segment is one the owner is allocating: it
 //     is left out. A missing first segment was just removed by the owner's
 //     retention: it is skipped.

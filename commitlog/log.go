@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
-	"io"
 	"log/slog"
 	"math"
 	"runtime"
@@ -145,7 +144,6 @@ type Log struct {
 
 	spareMu sync.Mutex
 	spare   spareState // dropped segments kept for recycling (recycle.go)
-	readers io.Closer  // read-only: the shared lock on readersName, or nil
 
 	// ret tracks what readers may still hold. It is held only for
 	// bookkeeping, never across a syscall: unmapping happens outside.
@@ -229,9 +227,6 @@ func Open(opts Options) (*Log, error) {
 	l.snap.Store(&snapshot{})
 	if err := opts.FS.MkdirAll(opts.Dir, 0o755); err != nil {
 		return nil, diskErr("mkdir", opts.Dir, err)
-	}
-	if err := l.ensureReaders(); err != nil {
-		return nil, err
 	}
 	if err := l.recover(); err != nil {
 		l.releaseAll()
@@ -512,9 +507,7 @@ func (l *Log) Close() error {
 	l.delMu.Lock()
 	err := l.retireAll()
 	l.delMu.Unlock()
-	if l.opts.ReadOnly {
-		l.unlockReaders()
-	} else {
+	if !l.opts.ReadOnly {
 		l.DropSpare() // a closed log keeps no spare
 	}
 	if ferr != nil && !errors.Is(ferr, errs.ErrFenced) {

@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
-	"time"
 
 	"github.com/mqlite/mqlite/internal/errs"
 	"github.com/mqlite/mqlite/internal/vfs"
@@ -34,50 +33,11 @@ func openReadOnly(opts Options) (*Log, error) {
 	// read-only mappings.
 	ro := fmt.Errorf("mqlite/commitlog: %s is open read-only: %w", opts.Dir, errs.ErrReadOnly)
 	l.fenced.Store(&ro)
-	if err := l.lockReaders(); err != nil {
-		return nil, err
-	}
 	if err := l.recoverReadOnly(); err != nil {
 		l.releaseAll()
-		l.unlockReaders()
 		return nil, err
 	}
 	return l, nil
-}
-
-// lockReaders takes the shared lock that keeps the owner from recycling
-// a segment this log may map (recycle.go), before anything is mapped. The
-// owner holds it exclusively only for a rename, so a refusal is retried.
-// Without the file (no owner of this version has opened the log) there is
-// nothing to take.
-func (l *Log) lockReaders() error {
-	path := filepath.Join(l.opts.Dir, readersName)
-	for try := 0; ; try++ {
-		lk, err := l.opts.FS.LockShared(path)
-		switch {
-		case err == nil:
-			l.readers = lk
-			return nil
-		case errors.Is(err, vfs.ErrNotExist):
-			return nil
-		case !errors.Is(err, vfs.ErrLocked):
-			l.opts.Logger.Warn("mqlite/commitlog: cannot tell the owner a reader is here; segments it removes may be recycled under this reader", "path", path, "err", err)
-			return nil
-		case try == lockReadersTries:
-			return fmt.Errorf("mqlite/commitlog: %s stays locked by its owner: %w", path, errs.ErrLocked)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
-// lockReadersTries bounds lockReaders' retries, a millisecond apart.
-const lockReadersTries = 5000
-
-func (l *Log) unlockReaders() {
-	if l.readers != nil {
-		l.readers.Close()
-		l.readers = nil
-	}
 }
 
 // recoverReadOnly maps the segments and finds the end of the valid records.
@@ -172,8 +132,28 @@ func (l *Log) listReadOnly() ([]int64, error) {
 
 // mapReadOnly maps a whole segment read-only. A file shorter than the
 // segment size is errShort, a missing one wraps vfs.ErrNotExist.
-func (l *Log) mapReadOnly(start int64) (*segment, error) {
+func (l *Log) mapReadOnly(start int64) (_ *segment, err error) {
 	path := filepath.Join(l.opts.Dir, segmentName(start))
+	// The shared lock first, held while the file is mapped: the owner
+	// recycles a removed segment only if it can lock the file
+	// exclusively, and the lock is on the file whatever its name.
+	lock, err := l.opts.FS.LockShared(path)
+	switch {
+	case errors.Is(err, vfs.ErrNotExist):
+		return nil, err
+	case errors.Is(err, vfs.ErrLocked):
+		// Only the owner locks a segment file exclusively, and only once
+		// it is a spare: this name was removed after it was listed.
+		return nil, fmt.Errorf("mqlite/commitlog: %s is being recycled: %w", path, vfs.ErrNotExist)
+	case err != nil:
+		l.opts.Logger.Warn("mqlite/commitlog: cannot lock a segment shared; the owner may recycle it under this reader", "path", path, "err", err)
+		lock = nil
+	}
+	defer func() {
+		if err != nil && lock != nil {
+			lock.Close()
+		}
+	}()
 	f, err := l.opts.FS.OpenFile(path, os.O_RDONLY, 0)
 	if errors.Is(err, vfs.ErrNotExist) {
 		return nil, err
@@ -195,5 +175,5 @@ func (l *Log) mapReadOnly(start int64) (*segment, error) {
 	if err != nil {
 		return nil, diskErr("map", path, err)
 	}
-	return &segment{start: start, path: path, m: m, buf: m.Bytes()}, nil
+	return &segment{start: start, path: path, m: m, buf: m.Bytes(), lock: lock}, nil
 }

@@ -2,8 +2,6 @@ package commitlog
 
 import (
 	"errors"
-	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/mqlite/mqlite/internal/vfs"
@@ -24,13 +22,16 @@ import (
 // Open stops there without looking further.
 //
 // A read-only opener (another process, or a read-only Store) holds a shared
-// lock on the file readersName while it has segments mapped. The allocator
-// recycles only when it can take that lock exclusively, so no reader's
-// mapping of a removed segment ever sees the file rewritten.
+// lock on each segment file it maps, for as long as it maps it. The
+// allocator recycles a spare only when it can lock the file exclusively
+// (the lock follows the file through DeleteBefore's rename), so no reader's
+// mapping of a removed segment ever sees the file rewritten; a spare a
+// reader maps is removed instead. Segments created after a reader opened
+// are recycled as usual.
 
 const (
 	spareSuffix = ".spare"  // a segment DeleteBefore kept for recycling: <start>.spare
-	readersName = "readers" // read-only openers hold a shared lock on it
+	readersName = "readers" // left by versions whose read-only openers locked it: ignored
 )
 
 // maxSpares is how many dropped segments the log keeps for recycling. Two,
@@ -132,9 +133,10 @@ func (l *Log) recycle(path string) bool {
 	if spare == "" {
 		return false
 	}
-	lk, err := l.opts.FS.Lock(filepath.Join(l.opts.Dir, readersName))
+	lk, err := l.opts.FS.Lock(spare)
 	if err != nil {
-		// A reader may still map the file under its old name.
+		// A read-only opener maps the file (ErrLocked): removing it
+		// leaves its mapping intact, rewriting it would not.
 		l.removeSpare(spare)
 		return false
 	}
@@ -145,16 +147,6 @@ func (l *Log) recycle(path string) bool {
 		return false
 	}
 	return true
-}
-
-// ensureReaders creates the readers lock file if it is missing.
-func (l *Log) ensureReaders() error {
-	path := filepath.Join(l.opts.Dir, readersName)
-	f, err := l.opts.FS.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
-	if err != nil {
-		return diskErr("create", path, err)
-	}
-	return f.Close()
 }
 
 // isSpare reports whether name is a spare's file name.

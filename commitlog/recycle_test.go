@@ -208,9 +208,9 @@ func TestRecycleWaitsForTheReader(t *testing.T) {
 	require.True(t, staleTail(l), "recycled once the reader left")
 }
 
-// While a read-only opener is there the allocator removes the spare
-// instead of recycling it: the opener's mapping of the removed segment
-// keeps its records.
+// A read-only opener locks the segments it maps: while it is there, the
+// owner removes those instead of recycling them (the opener's mapping keeps
+// their records), and recycles the segments created after it opened.
 func TestReadOnlyOpenerPreventsRecycling(t *testing.T) {
 	fs := vfs.NewMem()
 	const dir = "/cl"
@@ -218,14 +218,14 @@ func TestReadOnlyOpenerPreventsRecycling(t *testing.T) {
 	defer l.Close()
 	offs := fillSegments(t, l, 4)
 	next := len(offs)
+	settle(l) // the next segment's file exists too: the opener maps it
 	r, err := Open(Options{Dir: dir, FS: vfs.ReadOnly(fs), SegmentSize: MinSegmentSize, ReadOnly: true})
 	require.NoError(t, err)
 	segs := l.Segments()
-	settle(l)
 	_, err = l.DeleteBefore(segs[1].Start)
 	require.NoError(t, err)
-	rollTimes(t, l, &next, 2)
 	require.False(t, exists(t, fs, segs[0].Path+spareSuffix), "removed, not kept")
+	rollTimes(t, l, &next, 2)
 	require.False(t, staleTail(l), "a new file")
 	for i, off := range offs {
 		if off >= segs[1].Start {
@@ -239,13 +239,22 @@ func TestReadOnlyOpenerPreventsRecycling(t *testing.T) {
 			return err
 		}))
 	}
-	require.NoError(t, r.Close())
 
+	// Segments created after the opener opened are recycled while it is
+	// still there; those it maps are removed on the way.
+	mapped := segs[len(segs)-1].Start + MinSegmentSize // the last file it saw
+	rollTimes(t, l, &next, 3)
+	cur := l.Segments()
+	require.Greater(t, cur[len(cur)-3].Start, mapped)
 	settle(l)
-	_, err = l.DeleteBefore(segs[2].Start)
+	_, err = l.DeleteBefore(cur[len(cur)-1].Start)
 	require.NoError(t, err)
+	for _, s := range segs {
+		require.False(t, exists(t, fs, s.Path+spareSuffix), "a segment the opener maps is no spare")
+	}
 	rollTimes(t, l, &next, 2)
-	require.True(t, staleTail(l), "recycled once the opener left")
+	require.True(t, staleTail(l), "a segment made after the opener opened is recycled while it is open")
+	require.NoError(t, r.Close())
 }
 
 // dropFirst opens a log in memory with o (Dir, FS and sizes filled in),

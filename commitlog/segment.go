@@ -3,6 +3,7 @@ package commitlog
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -21,6 +22,9 @@ type segment struct {
 	m     vfs.Mapping
 	buf   []byte
 	spare string // where DeleteBefore renamed the file to be recycled; "" if removed
+	// lock is a read-only log's shared lock on the file, held while it is
+	// mapped, so that the owner does not recycle it (recycle.go); or nil.
+	lock io.Closer
 }
 
 func segmentName(start int64) string { return fmt.Sprintf("%020d", start) }
@@ -30,6 +34,10 @@ func (s *segment) release() error {
 	if s.m != nil {
 		err = s.m.Unmap()
 		s.m, s.buf = nil, nil
+	}
+	if s.lock != nil {
+		s.lock.Close()
+		s.lock = nil
 	}
 	return err
 }

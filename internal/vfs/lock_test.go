@@ -91,3 +91,41 @@ func TestCrashKeepsOneNameForARenamedFile(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []string{"b"}, names)
 }
+
+// A lock is on the file, not the name: it follows the file through a
+// rename, and the new file under the old name is free.
+func TestLockFollowsRename(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		fs   FS
+		dir  string
+	}{
+		{"os", OS, t.TempDir()},
+		{"mem", NewMem(), "/locks"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			require.NoError(t, tc.fs.MkdirAll(tc.dir, 0o755))
+			a, b := filepath.Join(tc.dir, "a"), filepath.Join(tc.dir, "b")
+			fh, err := tc.fs.OpenFile(a, os.O_RDWR|os.O_CREATE, 0o644)
+			require.NoError(t, err)
+			require.NoError(t, fh.Close())
+			sh, err := tc.fs.LockShared(a)
+			require.NoError(t, err)
+			require.NoError(t, tc.fs.Rename(a, b))
+			_, err = tc.fs.Lock(b)
+			require.ErrorIs(t, err, ErrLocked, "the shared lock moved with the file")
+			_, err = tc.fs.LockShared(a)
+			require.ErrorIs(t, err, ErrNotExist)
+			fh, err = tc.fs.OpenFile(a, os.O_RDWR|os.O_CREATE, 0o644)
+			require.NoError(t, err)
+			require.NoError(t, fh.Close())
+			ex, err := tc.fs.Lock(a)
+			require.NoError(t, err, "a new file under the old name is not locked")
+			require.NoError(t, ex.Close())
+			require.NoError(t, sh.Close())
+			ex, err = tc.fs.Lock(b)
+			require.NoError(t, err)
+			require.NoError(t, ex.Close())
+		})
+	}
+}

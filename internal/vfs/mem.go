@@ -14,7 +14,7 @@ import (
 // NewMem returns an empty in-memory file system. Syncs are no-ops; mappings
 // share the file's bytes.
 func NewMem() *MemFS {
-	return &MemFS{files: map[string]*memFile{}, dirs: map[string]bool{"/": true, ".": true}, locks: map[string]int{}}
+	return &MemFS{files: map[string]*memFile{}, dirs: map[string]bool{"/": true, ".": true}, locks: map[any]int{}}
 }
 
 // MemFS is an in-memory FS, safe for concurrent use.
@@ -22,7 +22,10 @@ type MemFS struct {
 	mu    sync.Mutex
 	files map[string]*memFile
 	dirs  map[string]bool
-	locks map[string]int // -1: held exclusively; n > 0: by n shared holders
+	// locks: -1 held exclusively, n > 0 by n shared holders; keyed by the
+	// *memFile, so that a lock follows its file through renames, or by
+	// the name for a name with no file.
+	locks map[any]int
 
 	capacity uint64 // for Usage; 0 = unknown
 }
@@ -163,37 +166,48 @@ func (m *MemFS) Lock(name string) (io.Closer, error) {
 	name = clean(name)
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.locks[name] != 0 {
+	key := m.lockKey(name)
+	if m.locks[key] != 0 {
 		return nil, fmt.Errorf("%w: %s", ErrLocked, name)
 	}
-	m.locks[name] = -1
-	return m.unlocker(name), nil
+	m.locks[key] = -1
+	return m.unlocker(key), nil
 }
 
 func (m *MemFS) LockShared(name string) (io.Closer, error) {
 	name = clean(name)
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if _, ok := m.files[name]; !ok {
+	f, ok := m.files[name]
+	if !ok {
 		return nil, &os.PathError{Op: "open", Path: name, Err: os.ErrNotExist}
 	}
-	if m.locks[name] < 0 {
+	if m.locks[f] < 0 {
 		return nil, fmt.Errorf("%w: %s", ErrLocked, name)
 	}
-	m.locks[name]++
-	return m.unlocker(name), nil
+	m.locks[f]++
+	return m.unlocker(f), nil
 }
 
-// unlocker releases one hold of the lock on name, once.
-func (m *MemFS) unlocker(name string) io.Closer {
+// lockKey is what the lock on name is kept under (mu held): its file, or
+// the name if there is none.
+func (m *MemFS) lockKey(name string) any {
+	if f, ok := m.files[name]; ok {
+		return f
+	}
+	return name
+}
+
+// unlocker releases one hold of the lock kept under key, once.
+func (m *MemFS) unlocker(key any) io.Closer {
 	var once sync.Once
 	return closerFunc(func() error {
 		once.Do(func() {
 			m.mu.Lock()
-			if n := m.locks[name]; n > 1 {
-				m.locks[name] = n - 1
+			if n := m.locks[key]; n > 1 {
+				m.locks[key] = n - 1
 			} else {
-				delete(m.locks, name)
+				delete(m.locks, key)
 			}
 			m.mu.Unlock()
 		})

@@ -84,7 +84,10 @@ func (osFS) LockShared(name string) (io.Closer, error) {
 }
 
 // flock locks f (how: LOCK_EX or LOCK_SH) without waiting, and returns it
-// as the lock's closer; it closes f if the lock is refused.
+// as the lock's closer; it closes f if the lock is refused. The lock is on
+// the file (it follows it through renames), and on the one the name still
+// names once it is held: if the name was renamed away or replaced between
+// the open and the lock, flock fails with an error wrapping ErrNotExist.
 func flock(f *os.File, how int) (io.Closer, error) {
 	if err := unix.Flock(int(f.Fd()), how|unix.LOCK_NB); err != nil {
 		f.Close()
@@ -92,6 +95,15 @@ func flock(f *os.File, how int) (io.Closer, error) {
 			return nil, fmt.Errorf("%w: %s", ErrLocked, f.Name())
 		}
 		return nil, err
+	}
+	held, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	if now, err := os.Stat(f.Name()); err != nil || !os.SameFile(held, now) {
+		f.Close()
+		return nil, &os.PathError{Op: "lock", Path: f.Name(), Err: os.ErrNotExist}
 	}
 	return f, nil
 }

@@ -54,6 +54,11 @@ type FS interface {
 	// with ErrLocked at once if an exclusive holder has it, and with
 	// ErrNotExist if there is no such file (it creates nothing). While
 	// any shared holder remains, Lock fails.
+	//
+	// Both lock the file, not the name: a lock follows its file through
+	// renames, and a call that finds, once it holds the lock, that the
+	// name no longer names that file (renamed or removed meanwhile) fails
+	// with ErrNotExist.
 	LockShared(name string) (io.Closer, error)
 }
 

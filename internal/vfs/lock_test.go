@@ -9,20 +9,30 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// lockCase is a file system to run a lock test on, with a directory made
+// for it.
+type lockCase struct {
+	name string
+	fs   FS
+	dir  string
+}
+
+// lockCases are the OS (two descriptors of one process behave like two
+// processes for flock) and memory.
+func lockCases(t *testing.T) []lockCase {
+	cases := []lockCase{{"os", OS, t.TempDir()}, {"mem", NewMem(), "/locks"}}
+	for _, c := range cases {
+		require.NoError(t, c.fs.MkdirAll(c.dir, 0o755))
+	}
+	return cases
+}
+
 // Shared locks exclude an exclusive one and not each other, on the OS (two
 // descriptors of one process behave like two processes for flock) and in
 // memory; LockShared creates nothing.
 func TestLockShared(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		fs   FS
-		dir  string
-	}{
-		{"os", OS, t.TempDir()},
-		{"mem", NewMem(), "/locks"},
-	} {
+	for _, tc := range lockCases(t) {
 		t.Run(tc.name, func(t *testing.T) {
-			require.NoError(t, tc.fs.MkdirAll(tc.dir, 0o755))
 			path := filepath.Join(tc.dir, "readers")
 			_, err := tc.fs.LockShared(path)
 			require.ErrorIs(t, err, ErrNotExist)
@@ -95,16 +105,8 @@ func TestCrashKeepsOneNameForARenamedFile(t *testing.T) {
 // A lock is on the file, not the name: it follows the file through a
 // rename, and the new file under the old name is free.
 func TestLockFollowsRename(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		fs   FS
-		dir  string
-	}{
-		{"os", OS, t.TempDir()},
-		{"mem", NewMem(), "/locks"},
-	} {
+	for _, tc := range lockCases(t) {
 		t.Run(tc.name, func(t *testing.T) {
-			require.NoError(t, tc.fs.MkdirAll(tc.dir, 0o755))
 			a, b := filepath.Join(tc.dir, "a"), filepath.Join(tc.dir, "b")
 			fh, err := tc.fs.OpenFile(a, os.O_RDWR|os.O_CREATE, 0o644)
 			require.NoError(t, err)

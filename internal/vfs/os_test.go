@@ -14,20 +14,8 @@ import (
 // Unmap releases a mapping completely: no piece of it stays in the
 // address space.
 func TestUnmap(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "seg")
-	f, err := OS.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
 	const size = 24<<20 + 4096
-	if err := f.Allocate(size); err != nil {
-		t.Fatal(err)
-	}
-	m, err := f.Map(size)
-	if err != nil {
-		t.Fatal(err)
-	}
+	path, m := mapNew(t, OS, size)
 	b := m.Bytes()
 	b[0], b[size-1] = 1, 2
 	if !mapped(t, path) {
@@ -95,20 +83,8 @@ func TestDataRanges(t *testing.T) {
 // and reads back), and only real shared mappings offer it: dropping the
 // pages of memory that is not a file mapping would zero them.
 func TestDrop(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "seg")
-	f, err := OS.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
 	const pages = 16
-	if err := f.Allocate(pages * PageSize); err != nil {
-		t.Fatal(err)
-	}
-	m, err := f.Map(pages * PageSize)
-	if err != nil {
-		t.Fatal(err)
-	}
+	path, m := mapNew(t, OS, pages*PageSize)
 	defer m.Unmap()
 	b := m.Bytes()
 	for i := range b {
@@ -209,4 +185,24 @@ func readDirect(t *testing.T, path string, n int) ([]byte, bool) {
 		return nil, false
 	}
 	return buf, true
+}
+
+// mapNew creates a preallocated file of size bytes in a test directory of
+// fsys and maps it; the file is closed (the mapping stays valid).
+func mapNew(t *testing.T, fsys FS, size int) (string, Mapping) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "seg")
+	f, err := fsys.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := f.Allocate(int64(size)); err != nil {
+		t.Fatal(err)
+	}
+	m, err := f.Map(size)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return path, m
 }

@@ -153,8 +153,11 @@
 // per page, which on a virtual machine cost a third of all CPU time in a
 // steady stream of small appends; dropping the entries of a whole range
 // first costs one. The data stays in the page cache and dirty pages are
-// still written back; the page holding the write position is kept, and a
-// reader touching a dropped page faults it in again, read-only.
+// still written back; the page holding the write position is kept. Once
+// synced, the dropped pages are mapped again in one call, read-only and
+// clean (MADV_POPULATE_READ), so that the readers behind the writer (the
+// dispatcher, consumers) do not fault them in one by one, and nothing of
+// them is left to write-protect.
 //
 // # Caveats
 //

@@ -460,17 +460,24 @@ func (l *Log) Flush() (int64, error) {
 		s := segs[i]
 		a := max(from, s.start) - s.start
 		b := min(to, s.start+l.opts.SegmentSize) - s.start
-		if d, ok := s.m.(vfs.Dropper); ok {
+		d, drop := s.m.(vfs.Dropper)
+		page := int(a) &^ (vfs.PageSize - 1)
+		if drop {
 			// The pages below the one holding to are complete and never
 			// written again: drop their entries in one shootdown, so that
 			// the sync has none to write-protect one page at a time.
-			page := int(a) &^ (vfs.PageSize - 1)
 			d.Drop(page, int(b)-page)
 		}
 		if err := s.m.Sync(int(a), int(b-a)); err != nil {
 			err = diskErr("sync", s.path, err)
 			l.fence(err)
 			return from, l.Fenced()
+		}
+		if drop {
+			// Map them again, read-only and clean, for the readers behind
+			// the writer (the dispatcher, consumers), which would
+			// otherwise fault them in.
+			vfs.PopulateRead(s.buf[page : int(b)&^(vfs.PageSize-1)])
 		}
 	}
 	l.flushed.Store(to)

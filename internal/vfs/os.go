@@ -194,11 +194,20 @@ func (m *osMapping) Drop(off, n int) {
 // It is a hint: it never changes a byte, so it may run while another
 // goroutine writes into b, and where the kernel cannot do it (before Linux
 // 5.14, or memory that is not a mapping) it does nothing.
-func Populate(b []byte) {
-	// madvise wants a page-aligned start: skip the partial first page.
+func Populate(b []byte) { advise(b, unix.MADV_POPULATE_WRITE) }
+
+// PopulateRead is Populate for reading (MADV_POPULATE_READ): it maps the
+// pages of b in one call instead of a page fault each (read-only where the
+// mapping tracks writes, as a shared file mapping does). Like Populate, a
+// hint that changes no byte.
+func PopulateRead(b []byte) { advise(b, unix.MADV_POPULATE_READ) }
+
+// advise is madvise on the whole pages of b from its first page boundary
+// on (madvise wants a page-aligned start), ignoring failure.
+func advise(b []byte, advice int) {
 	p := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
 	if skip := int(-p & (PageSize - 1)); skip < len(b) {
-		unix.Madvise(b[skip:], unix.MADV_POPULATE_WRITE)
+		unix.Madvise(b[skip:], advice)
 	}
 }
 

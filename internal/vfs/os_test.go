@@ -124,6 +124,14 @@ func TestDrop(t *testing.T) {
 	if direct, ok := readDirect(t, path, len(want)); ok && !bytes.Equal(direct, want) {
 		t.Fatal("the disk holds other bytes than were written before Drop and synced")
 	}
+	d.Drop(0, len(b))
+	if got := rssKB(t, path); got != 0 {
+		t.Fatalf("Rss %d KiB after dropping every page, want 0", got)
+	}
+	PopulateRead(b)
+	if got := rssKB(t, path); got != pages*PageSize/1024 {
+		t.Fatalf("Rss %d KiB after PopulateRead, want all %d back", got, pages*PageSize/1024)
+	}
 	mem := NewMem()
 	mf, err := mem.OpenFile("seg", os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {

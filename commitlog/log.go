@@ -243,6 +243,10 @@ func Open(opts Options) (*Log, error) {
 	return l, nil
 }
 
+// Recycled is how many segments were made from spares (removed segments
+// kept for reuse) since Open.
+func (l *Log) Recycled() int64 { return l.recycled.Load() }
+
 // Report returns what recovery found at Open.
 func (l *Log) Report() Report { return l.report }
 

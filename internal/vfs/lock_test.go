@@ -131,3 +131,22 @@ func TestLockFollowsRename(t *testing.T) {
 		})
 	}
 }
+
+// Lock creates a missing file, on the OS and in memory alike, and fails
+// for a missing directory.
+func TestLockCreates(t *testing.T) {
+	for _, tc := range lockCases(t) {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(tc.dir, "LOCK")
+			lk, err := tc.fs.Lock(path)
+			require.NoError(t, err)
+			_, _, err = tc.fs.Stat(path)
+			require.NoError(t, err, "Lock created the file")
+			_, err = tc.fs.LockShared(path)
+			require.ErrorIs(t, err, ErrLocked, "the lock is on the file it created")
+			require.NoError(t, lk.Close())
+			_, err = tc.fs.Lock(filepath.Join(tc.dir, "missing", "LOCK"))
+			require.ErrorIs(t, err, ErrNotExist)
+		})
+	}
+}

@@ -14,7 +14,7 @@ import (
 // NewMem returns an empty in-memory file system. Syncs are no-ops; mappings
 // share the file's bytes.
 func NewMem() *MemFS {
-	return &MemFS{files: map[string]*memFile{}, dirs: map[string]bool{"/": true, ".": true}, locks: map[any]int{}}
+	return &MemFS{files: map[string]*memFile{}, dirs: map[string]bool{"/": true, ".": true}, locks: map[*memFile]int{}}
 }
 
 // MemFS is an in-memory FS, safe for concurrent use.
@@ -23,9 +23,8 @@ type MemFS struct {
 	files map[string]*memFile
 	dirs  map[string]bool
 	// locks: -1 held exclusively, n > 0 by n shared holders; keyed by the
-	// *memFile, so that a lock follows its file through renames, or by
-	// the name for a name with no file.
-	locks map[any]int
+	// file, so that a lock follows it through renames.
+	locks map[*memFile]int
 
 	capacity uint64 // for Usage; 0 = unknown
 }
@@ -162,16 +161,24 @@ func (m *MemFS) Stat(name string) (int64, bool, error) {
 
 func (m *MemFS) SyncDir(dir string) error { return nil }
 
+// Lock creates name if it is missing, as the OS's does.
 func (m *MemFS) Lock(name string) (io.Closer, error) {
 	name = clean(name)
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	key := m.lockKey(name)
-	if m.locks[key] != 0 {
+	f, ok := m.files[name]
+	if !ok {
+		if !m.dirs[filepath.Dir(name)] {
+			return nil, &os.PathError{Op: "open", Path: name, Err: os.ErrNotExist}
+		}
+		f = &memFile{}
+		m.files[name] = f
+	}
+	if m.locks[f] != 0 {
 		return nil, fmt.Errorf("%w: %s", ErrLocked, name)
 	}
-	m.locks[key] = -1
-	return m.unlocker(key), nil
+	m.locks[f] = -1
+	return m.unlocker(f), nil
 }
 
 func (m *MemFS) LockShared(name string) (io.Closer, error) {
@@ -189,17 +196,8 @@ func (m *MemFS) LockShared(name string) (io.Closer, error) {
 	return m.unlocker(f), nil
 }
 
-// lockKey is what the lock on name is kept under (mu held): its file, or
-// the name if there is none.
-func (m *MemFS) lockKey(name string) any {
-	if f, ok := m.files[name]; ok {
-		return f
-	}
-	return name
-}
-
 // unlocker releases one hold of the lock kept under key, once.
-func (m *MemFS) unlocker(key any) io.Closer {
+func (m *MemFS) unlocker(key *memFile) io.Closer {
 	var once sync.Once
 	return closerFunc(func() error {
 		once.Do(func() {

@@ -47,8 +47,9 @@ type FS interface {
 	Stat(name string) (size int64, isDir bool, err error)
 	// SyncDir makes the entries of dir durable.
 	SyncDir(dir string) error
-	// Lock takes an exclusive lock named by name (a file), failing with
-	// ErrLocked at once if another holder (this or another process) has it.
+	// Lock takes an exclusive lock on the file name, creating it if it is
+	// missing, failing with ErrLocked at once if another holder (this or
+	// another process) has it.
 	Lock(name string) (io.Closer, error)
 	// LockShared takes a shared lock on the existing file name, failing
 	// with ErrLocked at once if an exclusive holder has it, and with

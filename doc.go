@@ -57,10 +57,11 @@
 // out of the page tables, so that writing them back costs one TLB
 // shootdown instead of one per page (the ConsumeQueue and IndexFile
 // flushes do the same). A background allocator creates and preallocates
-// the next segment before it is needed, pre-faults its head, and keeps the
-// 64 MiB ahead of the write position pre-faulted, so appends take no page
-// faults unless they outrun it (then they fault the pages in themselves
-// rather than wait). Once retention removes segments, the allocator
+// the next segment before it is needed and, from the first append after
+// Open on (a store opened only to be read pre-faults nothing), pre-faults
+// its head and keeps the 64 MiB ahead of the write position pre-faulted,
+// so appends take no page faults unless they outrun it (then they fault
+// the pages in themselves rather than wait). Once retention removes segments, the allocator
 // recycles them instead: up to two removed segment files are kept and
 // renamed to be the next segments, whose pages are still in memory
 // (Options.NoRecycle turns this off).

@@ -50,10 +50,11 @@ type spareState struct {
 	drop    bool // DropSpare was called while some were pending: remove those on release
 }
 
-// keepSpare says whether DeleteBefore should rename s rather than remove
-// it, and if so counts a spare as pending.
-func (l *Log) keepSpare() bool {
-	if l.opts.NoRecycle {
+// keepSpare says whether DeleteBefore should rename the segment file at
+// path rather than remove it, and if so counts a spare as pending. A file a
+// read-only opener maps could never be recycled: it takes no spare's place.
+func (l *Log) keepSpare(path string) bool {
+	if l.opts.NoRecycle || l.readerMaps(path) {
 		return false
 	}
 	l.spareMu.Lock()
@@ -63,6 +64,17 @@ func (l *Log) keepSpare() bool {
 	}
 	l.spare.pending++
 	return true
+}
+
+// readerMaps reports whether a read-only opener holds the segment file at
+// path (its shared lock refuses an exclusive one).
+func (l *Log) readerMaps(path string) bool {
+	lk, err := l.opts.FS.Lock(path)
+	if err != nil {
+		return errors.Is(err, vfs.ErrLocked)
+	}
+	lk.Close()
+	return false
 }
 
 // cancelSpare undoes keepSpare when the rename failed.

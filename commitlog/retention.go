@@ -259,10 +259,7 @@ func (l *Log) DeleteBefore(offset int64) (DeleteReport, error) {
 // dropFile removes s's file for DeleteBefore, or renames it to a spare
 // (recycle.go).
 func (l *Log) dropFile(s *segment) error {
-	if !l.opts.NoRecycle && l.readerMaps(s.path) {
-		// A read-only opener maps it: it could never be recycled, so it
-		// takes no spare's place.
-	} else if l.keepSpare() {
+	if l.keepSpare(s.path) {
 		spare := s.path + spareSuffix
 		if err := l.opts.FS.Rename(s.path, spare); err == nil {
 			s.spare = spare
@@ -274,17 +271,6 @@ func (l *Log) dropFile(s *segment) error {
 		return diskErr("remove", s.path, err)
 	}
 	return nil
-}
-
-// readerMaps reports whether a read-only opener holds the segment file at
-// path (its shared lock refuses an exclusive one).
-func (l *Log) readerMaps(path string) bool {
-	lk, err := l.opts.FS.Lock(path)
-	if err != nil {
-		return errors.Is(err, vfs.ErrLocked)
-	}
-	lk.Close()
-	return false
 }
 
 // dropOldest retires s, the first segment, from the current snapshot (not

@@ -298,22 +298,31 @@ func (v View) Props() []byte {
 	return v[p+2 : p+2+n]
 }
 
+// nextProp splits the first name/value pair off props, in place; ok is
+// false when props holds no complete pair.
+func nextProp(props []byte) (name, value, rest []byte, ok bool) {
+	i := bytes.IndexByte(props, propNameSep)
+	if i < 0 {
+		return nil, nil, nil, false
+	}
+	j := bytes.IndexByte(props[i+1:], propValueSep)
+	if j < 0 {
+		return nil, nil, nil, false
+	}
+	return props[:i], props[i+1 : i+1+j], props[i+2+j:], true
+}
+
 // Prop returns the value of the property name in place, or nil.
 func (v View) Prop(name string) []byte {
-	props := v.Props()
-	for len(props) > 0 {
-		i := bytes.IndexByte(props, propNameSep)
-		if i < 0 {
+	for props := v.Props(); len(props) > 0; {
+		n, val, rest, ok := nextProp(props)
+		if !ok {
 			return nil
 		}
-		j := bytes.IndexByte(props[i+1:], propValueSep)
-		if j < 0 {
-			return nil
+		if string(n) == name {
+			return val
 		}
-		if string(props[:i]) == name {
-			return props[i+1 : i+1+j]
-		}
-		props = props[i+2+j:]
+		props = rest
 	}
 	return nil
 }
@@ -321,23 +330,18 @@ func (v View) Prop(name string) []byte {
 // KeyProps returns the UNIQ_KEY and KEYS properties (nil if absent), in one
 // pass over the properties: what the dispatcher indexes of every record.
 func (v View) KeyProps() (uniq, keys []byte) {
-	props := v.Props()
-	for len(props) > 0 {
-		i := bytes.IndexByte(props, propNameSep)
-		if i < 0 {
+	for props := v.Props(); len(props) > 0; {
+		n, val, rest, ok := nextProp(props)
+		if !ok {
 			return
 		}
-		j := bytes.IndexByte(props[i+1:], propValueSep)
-		if j < 0 {
-			return
-		}
-		switch name := string(props[:i]); { // the first of each, as Prop
+		switch name := string(n); { // the first of each, as Prop
 		case uniq == nil && name == PropUniqKey:
-			uniq = props[i+1 : i+1+j]
+			uniq = val
 		case keys == nil && name == PropKeys:
-			keys = props[i+1 : i+1+j]
+			keys = val
 		}
-		props = props[i+2+j:]
+		props = rest
 	}
 	return
 }

@@ -3,6 +3,7 @@ package vfs
 import (
 	"encoding/binary"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -231,7 +232,7 @@ func (f *Faulty) Crash(rng *rand.Rand, p float64) *MemFS {
 	// Each change of an entry since the last directory sync (a create, a
 	// rename) survives with probability p. A file renamed since has one
 	// name in the image, never both: a rename is atomic.
-	for _, name := range sortedNames(f.live) {
+	for _, name := range slices.Sorted(maps.Keys(f.live)) { // sorted: a seeded Crash is reproducible
 		n := f.live[name]
 		if names[name] == n || rng.Float64() >= p {
 			continue
@@ -261,17 +262,6 @@ func (f *Faulty) Crash(rng *rand.Rand, p float64) *MemFS {
 		h.WriteAt(data, 0)
 	}
 	return out
-}
-
-// sortedNames lists m's keys in order, so that a seeded Crash is
-// reproducible.
-func sortedNames(m map[string]*node) []string {
-	names := make([]string, 0, len(m))
-	for name := range m {
-		names = append(names, name)
-	}
-	slices.Sort(names)
-	return names
 }
 
 // liveBytes reads a file's current contents, racing with writers through

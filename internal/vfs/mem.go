@@ -40,17 +40,11 @@ func (m *MemFS) OpenFile(name string, flag int, perm os.FileMode) (File, error) 
 	name = clean(name)
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	f, ok := m.files[name]
-	if !ok {
-		if flag&os.O_CREATE == 0 {
-			return nil, &os.PathError{Op: "open", Path: name, Err: os.ErrNotExist}
-		}
-		if !m.dirs[filepath.Dir(name)] {
-			return nil, &os.PathError{Op: "open", Path: name, Err: os.ErrNotExist}
-		}
-		f = &memFile{}
-		m.files[name] = f
-	} else if flag&os.O_TRUNC != 0 {
+	f, existed, err := m.fileLocked(name, flag&os.O_CREATE != 0)
+	if err != nil {
+		return nil, err
+	}
+	if existed && flag&os.O_TRUNC != 0 {
 		f.mu.Lock()
 		f.data = nil
 		f.mu.Unlock()
@@ -166,13 +160,9 @@ func (m *MemFS) Lock(name string) (io.Closer, error) {
 	name = clean(name)
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	f, ok := m.files[name]
-	if !ok {
-		if !m.dirs[filepath.Dir(name)] {
-			return nil, &os.PathError{Op: "open", Path: name, Err: os.ErrNotExist}
-		}
-		f = &memFile{}
-		m.files[name] = f
+	f, _, err := m.fileLocked(name, true)
+	if err != nil {
+		return nil, err
 	}
 	if m.locks[f] != 0 {
 		return nil, fmt.Errorf("%w: %s", ErrLocked, name)
@@ -185,15 +175,29 @@ func (m *MemFS) LockShared(name string) (io.Closer, error) {
 	name = clean(name)
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	f, ok := m.files[name]
-	if !ok {
-		return nil, &os.PathError{Op: "open", Path: name, Err: os.ErrNotExist}
+	f, _, err := m.fileLocked(name, false)
+	if err != nil {
+		return nil, err
 	}
 	if m.locks[f] < 0 {
 		return nil, fmt.Errorf("%w: %s", ErrLocked, name)
 	}
 	m.locks[f]++
 	return m.unlocker(f), nil
+}
+
+// fileLocked is the file name (mu held), created if create and its
+// directory exists; existed says it was there already.
+func (m *MemFS) fileLocked(name string, create bool) (f *memFile, existed bool, err error) {
+	if f, ok := m.files[name]; ok {
+		return f, true, nil
+	}
+	if !create || !m.dirs[filepath.Dir(name)] {
+		return nil, false, &os.PathError{Op: "open", Path: name, Err: os.ErrNotExist}
+	}
+	f = &memFile{}
+	m.files[name] = f
+	return f, false, nil
 }
 
 // unlocker releases one hold of the lock kept under key, once.

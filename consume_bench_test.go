@@ -18,7 +18,7 @@ import (
 // backlog opens a store on disk with n 128-byte messages in "bench",
 // closes it and opens it again, so that the consumers read a backlog at
 // rest (no writeback, warming or dispatch of the fill in the background).
-func backlog(b *testing.B, n int) *Store {
+func backlog(b testing.TB, n int) *Store {
 	b.Helper()
 	dir := filepath.Join(b.TempDir(), "store")
 	o := &Options{SegmentSize: 256 << 20}

@@ -28,6 +28,7 @@ const (
 	FlushSync
 )
 
+// String returns the mode's name, as in "FlushSync".
 func (m FlushMode) String() string {
 	switch m {
 	case FlushAsync:

@@ -81,6 +81,7 @@ const (
 	FlushDiskTimeout
 )
 
+// String returns the status as RocketMQ spells it, as in "SEND_OK".
 func (s SendStatus) String() string {
 	switch s {
 	case SendOK:

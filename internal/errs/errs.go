@@ -48,6 +48,7 @@ type CorruptError struct {
 	Reason string
 }
 
+// Error names the file, the offset and what is wrong there.
 func (e *CorruptError) Error() string {
 	return fmt.Sprintf("mqlite: corrupt data in %s at offset %d: %s", e.Path, e.Offset, e.Reason)
 }

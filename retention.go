@@ -87,6 +87,9 @@ func (s *Store) applyRetention(now bool) (RetentionReport, error) {
 		}
 		overCap := s.opts.MaxStoreBytes > 0 && total > s.opts.MaxStoreBytes
 		if !force && !overCap {
+			if segs[i+1].Start >= s.log.WrotePosition() {
+				break // the next segment holds no record yet (after a crash lost its first): no seal time
+			}
 			sealed, err := s.sealTime(segs[i+1].Start)
 			if err != nil {
 				return rep, err
@@ -104,6 +107,14 @@ func (s *Store) applyRetention(now bool) (RetentionReport, error) {
 	rep.NewMin = s.log.MinOffset()
 	if cut < 0 {
 		return rep, nil
+	}
+	// The queue entries of the records about to go must be durable first:
+	// after a power loss they are all that remembers those queue offsets
+	// (re-dispatch cannot rebuild them), and a queue whose records all
+	// went would start again at offset 0, handing out offsets consumers
+	// had already committed.
+	if err := s.disp.cq.Flush(); err != nil {
+		return rep, err
 	}
 	// Queue minimums move first, so a reader never finds an entry whose
 	// record is gone without also finding the queue's new minimum.

@@ -244,6 +244,14 @@ func (s *Store) openIndexes(cp checkpoint, cpOK bool) error {
 	if err := errors.Join(cq.TruncateAfterPhys(end), idx.TruncateAfterPhys(end)); err != nil {
 		return err
 	}
+	// Queue minimums are not stored: re-apply retention inside the first
+	// files before re-dispatching, or a minimum would move back to entries
+	// whose records are gone, and a queue whose unsynced tail entries
+	// pointed into a removed segment would see its next record as a gap
+	// in a non-empty queue (ErrConflict) instead of as a restart.
+	if _, err := cq.DeleteBelowPhys(s.log.MinOffset()); err != nil {
+		return err
+	}
 	start := s.log.MinOffset()
 	if cpOK && cqExisted && idxExisted {
 		start = min(max(cp.dispatched, start), idx.EndPhyOffset(), end)
@@ -262,11 +270,6 @@ func (s *Store) openIndexes(cp checkpoint, cpOK bool) error {
 		return err
 	}
 	s.recovery.Redispatched = end - start
-	// Queue minimums are not stored: re-apply retention inside the first
-	// files, or a minimum would move back to entries whose records are gone.
-	if _, err := cq.DeleteBelowPhys(s.log.MinOffset()); err != nil {
-		return err
-	}
 	for _, id := range cq.Queues() {
 		q, err := cq.Queue(id.Topic, id.ID, false)
 		if err != nil {

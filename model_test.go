@@ -3,7 +3,8 @@ package mqlite
 // Model-based random testing (reliability plan S31). A sequence of
 // operations drawn from a seed (puts, batches, transactions that commit or
 // roll back, queue reads, lookups by ID and key, a pull consumer's polls
-// and commits, clock ticks, clean restarts and power-loss images) runs
+// and commits, clock ticks, retention passes, clean restarts and
+// power-loss images) runs
 // against the store and against an in-memory model of what it must hold.
 // Every sequence runs under four configurations (FlushSync and FlushAsync,
 // segments of 16 KiB and 1 MiB); the observable history is checked against
@@ -76,6 +77,7 @@ type modelRun struct {
 	txq  int // the queue the transaction selector picks
 
 	q    map[string][][]modelMsg // topic -> queue -> messages by offset
+	min  map[string][]int64      // topic -> queue -> first offset retention left
 	keys int
 
 	// The consumer of modelTopics[0], per queue: the next offset it must
@@ -107,12 +109,14 @@ func TestModel(t *testing.T) {
 
 func runModel(t *testing.T, cfg modelConfig, seed uint64, ops int) {
 	r := &modelRun{t: t, ctx: context.Background(), rng: rand.New(rand.NewPCG(seed, 31)), crashRng: rand.New(rand.NewPCG(seed, 32)), cfg: cfg,
-		clk: clock.NewFake(time.Unix(1_700_000_000, 0)), ffs: vfs.NewFaulty(vfs.NewMem()), q: map[string][][]modelMsg{}}
+		clk: clock.NewFake(time.Unix(modelStart, 0)), ffs: vfs.NewFaulty(vfs.NewMem()),
+		q: map[string][][]modelMsg{}, min: map[string][]int64{}}
 	r.step = fmt.Sprintf("%s seed %d: open", cfg.name, seed)
 	r.open(true)
 	for _, tp := range modelTopics {
 		require.NoError(t, r.s.CreateTopic(tp.name, TopicConfig{Queues: tp.queues}), r.step)
 		r.q[tp.name] = make([][]modelMsg, tp.queues)
+		r.min[tp.name] = make([]int64, tp.queues)
 	}
 	n := modelTopics[0].queues
 	r.delivered, r.committed, r.resync, r.exact = make([]int64, n), make([]int64, n), slices.Repeat([]int64{-1}, n), slices.Repeat([]bool{true}, n)
@@ -138,13 +142,16 @@ func runModel(t *testing.T, cfg modelConfig, seed uint64, ops int) {
 			r.poll()
 		case x < 83:
 			r.commit()
-		case x < 88:
-			r.clk.Advance(600 * time.Millisecond) // flushes, checkpoints, offset writes, check-backs
-		case x < 94:
+		case x < 87:
+			r.tick()
+		case x < 90:
+			r.clean()
+		case x < 95:
 			r.restart()
 		default:
 			r.crash()
 		}
+		r.checkMins()
 	}
 	r.step = fmt.Sprintf("%s seed %d: final check", cfg.name, seed)
 	r.checkAll()
@@ -156,7 +163,7 @@ func modelOpName(x int) string {
 	for _, o := range []struct {
 		below int
 		name  string
-	}{{30, "put"}, {38, "batch"}, {43, "txn"}, {58, "read"}, {63, "lookup"}, {78, "poll"}, {83, "commit"}, {88, "tick"}, {94, "restart"}} {
+	}{{30, "put"}, {38, "batch"}, {43, "txn"}, {58, "read"}, {63, "lookup"}, {78, "poll"}, {83, "commit"}, {87, "tick"}, {90, "clean"}, {95, "restart"}} {
 		if x < o.below {
 			return o.name
 		}
@@ -165,8 +172,11 @@ func modelOpName(x int) string {
 }
 
 func (r *modelRun) open(first bool) {
+	// Retention passes run only when clean asks: the in-memory FS reports
+	// no disk use, and the clock never reaches DeleteHour (see advance).
 	opts := &Options{Flush: r.cfg.flush, SegmentSize: r.cfg.seg, SyncFlushTimeout: time.Minute, FlowControlThreshold: -1,
-		NoWarm: true, Clock: r.clk, ConsumeQueueEntries: 1024, IndexSlots: 512, IndexEntries: 2048}
+		NoWarm: true, Clock: r.clk, ConsumeQueueEntries: 1024, IndexSlots: 512, IndexEntries: 2048,
+		Retention: modelRetention, DeleteHour: modelDeleteHour}
 	s, err := openFS(r.ffs, modelDir, opts)
 	require.NoError(r.t, err, r.step)
 	r.s = s
@@ -180,7 +190,15 @@ func (r *modelRun) open(first bool) {
 	require.NoError(r.t, err, r.step)
 }
 
-const modelDir = "/store"
+const (
+	modelDir       = "/store"
+	modelRetention = 30 * time.Minute
+	// The clock starts at 22:13 UTC and advance keeps it within 10 hours
+	// of that, so the retention hour (11:00) never comes.
+	modelStart      = 1_700_000_000
+	modelDeleteHour = 11
+	modelMaxAdvance = 10 * time.Hour
+)
 
 func (r *modelRun) startConsumer() {
 	pc, err := r.s.NewPullConsumer("g", ConsumerOptions{ConsumeFromWhere: ConsumeFromFirstOffset})
@@ -272,10 +290,17 @@ func (r *modelRun) read() {
 	maxOff, err := r.s.MaxOffset(topic, q)
 	require.NoError(r.t, err, r.step)
 	require.Equal(r.t, int64(len(want)), maxOff, "%s: max offset of %s/%d", r.step, topic, q)
-	if len(want) == 0 {
+	minOff, err := r.s.MinOffset(topic, q)
+	require.NoError(r.t, err, r.step)
+	require.Equal(r.t, r.min[topic][q], minOff, "%s: min offset of %s/%d", r.step, topic, q)
+	if minOff > 0 {
+		_, err := r.s.ReadQueue(r.ctx, topic, q, minOff-1, 1)
+		require.ErrorIs(r.t, err, ErrNotFound, "%s: reading below the min offset", r.step)
+	}
+	if int64(len(want)) == minOff {
 		return
 	}
-	from := r.rng.Int64N(int64(len(want)))
+	from := minOff + r.rng.Int64N(int64(len(want))-minOff)
 	got, err := r.s.ReadQueue(r.ctx, topic, q, from, 1+r.rng.IntN(20))
 	require.NoError(r.t, err, r.step)
 	require.NotEmpty(r.t, got, r.step)
@@ -311,6 +336,13 @@ func (r *modelRun) lookup() {
 	require.NoError(r.t, r.s.WaitVisible(r.ctx), r.step)
 	off := r.rng.IntN(len(want))
 	w := want[off]
+	if int64(off) < r.min[topic][q] {
+		if w.id != "" {
+			_, err := r.s.MessageByID(w.id)
+			require.ErrorIs(r.t, err, ErrNotFound, "%s: a message retention removed, by ID", r.step)
+		}
+		return
+	}
 	if w.id != "" {
 		m, err := r.s.MessageByID(w.id)
 		require.NoError(r.t, err, r.step)
@@ -326,11 +358,14 @@ func (r *modelRun) lookup() {
 
 // poll takes the consumer's next messages, if the model says there are any.
 func (r *modelRun) poll() {
-	max := 1 + r.rng.IntN(10) // drawn first: the sequence must not depend on what is pending
+	n := 1 + r.rng.IntN(10) // drawn first: the sequence must not depend on what is pending
 	topic := modelTopics[0].name
 	pending := false
 	for q, p := range r.delivered {
-		pending = pending || r.resync[q] >= 0 && int64(len(r.q[topic][q])) > r.resync[q] || r.resync[q] < 0 && int64(len(r.q[topic][q])) > p
+		if r.resync[q] >= 0 {
+			p = r.resync[q]
+		}
+		pending = pending || int64(len(r.q[topic][q])) > max(p, r.min[topic][q])
 	}
 	if !pending {
 		return // Poll would wait for a message that is not coming
@@ -338,14 +373,20 @@ func (r *modelRun) poll() {
 	require.NoError(r.t, r.s.WaitVisible(r.ctx), r.step)
 	ctx, cancel := context.WithTimeout(r.ctx, 30*time.Second) // a watchdog, never reached when correct
 	defer cancel()
-	got, err := r.pc.Poll(ctx, max)
+	got, err := r.pc.Poll(ctx, n)
 	require.NoError(r.t, err, "%s: poll (a queue skipped past its messages?)", r.step)
 	for _, m := range got {
 		q := m.QueueID
 		require.Equal(r.t, topic, m.Topic, r.step)
-		if r.resync[q] >= 0 {
-			require.LessOrEqual(r.t, m.QueueOffset, r.resync[q], "%s: after a crash queue %d resumed past its committed offset", r.step, q)
+		low := r.min[topic][q]
+		switch {
+		case r.resync[q] >= 0:
+			// A consumer behind the min offset continues from it.
+			require.LessOrEqual(r.t, m.QueueOffset, max(r.resync[q], low), "%s: after a crash queue %d resumed past its committed offset", r.step, q)
 			r.delivered[q], r.resync[q] = m.QueueOffset, -1
+		case m.QueueOffset != r.delivered[q] && r.delivered[q] < low:
+			require.Equal(r.t, low, m.QueueOffset, "%s: queue %d skipped to the min offset", r.step, q)
+			r.delivered[q] = low
 		}
 		r.same(r.q[topic][q], r.delivered[q], m)
 		r.delivered[q]++
@@ -361,12 +402,40 @@ func (r *modelRun) commit() {
 	}
 }
 
+// tick advances the clock: flushes, checkpoints, offset writes and
+// check-backs come due, and now and then segments age past retention.
+func (r *modelRun) tick() {
+	d := 600 * time.Millisecond
+	if r.rng.IntN(4) == 0 {
+		d = 10 * time.Minute
+	}
+	r.clk.Advance(r.advance(d))
+}
+
+// advance returns d, or a second once the clock has moved modelMaxAdvance
+// from its start.
+func (r *modelRun) advance(d time.Duration) time.Duration {
+	if r.clk.Now().Add(d).Sub(time.Unix(modelStart, 0)) > modelMaxAdvance {
+		return time.Second
+	}
+	return d
+}
+
+// clean runs a retention pass: queues lose a prefix (what lies in
+// removed segments), never more than that.
+func (r *modelRun) clean() {
+	require.NoError(r.t, r.s.WaitVisible(r.ctx), r.step)
+	_, err := r.s.CleanExpired()
+	require.NoError(r.t, err, r.step)
+	r.checkLengths(false, false)
+}
+
 // restart closes and reopens the store: nothing changes.
 func (r *modelRun) restart() {
 	r.close()
 	r.open(false)
 	require.True(r.t, r.s.Recovery().CleanShutdown, r.step)
-	r.checkLengths(false)
+	r.checkLengths(false, false)
 	r.startConsumer()
 	topic := modelTopics[0].name
 	for q := range r.delivered {
@@ -385,10 +454,10 @@ func (r *modelRun) crash() {
 	img := r.ffs.Crash(r.crashRng, r.rng.Float64())
 	r.close()
 	r.ffs = vfs.NewFaulty(img)
-	r.clk = clock.NewFake(r.clk.Now().Add(time.Hour))
+	r.clk = clock.NewFake(r.clk.Now().Add(r.advance(40 * time.Minute))) // past retention
 	r.open(false)
 	require.False(r.t, r.s.Recovery().CleanShutdown, r.step)
-	r.checkLengths(r.cfg.flush == FlushAsync)
+	r.checkLengths(r.cfg.flush == FlushAsync, true)
 	r.startConsumer()
 	topic := modelTopics[0].name
 	for q := range r.delivered {
@@ -397,9 +466,11 @@ func (r *modelRun) crash() {
 	}
 }
 
-// checkLengths compares every queue's length with the model's; with
-// prefix, a shorter queue is allowed and the model is cut to it.
-func (r *modelRun) checkLengths(prefix bool) {
+// checkLengths compares every queue's length with the model's and takes
+// its min offset. With prefix, a shorter queue is allowed and the model is
+// cut to it; with crashed, the min offset may have gone back (a power loss
+// may bring back a removal the directory had not made durable).
+func (r *modelRun) checkLengths(prefix, crashed bool) {
 	require.NoError(r.t, r.s.WaitVisible(r.ctx), r.step)
 	for _, tp := range modelTopics {
 		for q := range tp.queues {
@@ -411,10 +482,29 @@ func (r *modelRun) checkLengths(prefix bool) {
 				want = n
 			}
 			require.Equal(r.t, want, n, "%s: length of %s/%d", r.step, tp.name, q)
+			m, err := r.s.MinOffset(tp.name, q)
+			require.NoError(r.t, err, r.step)
+			require.LessOrEqual(r.t, m, n, "%s: min offset of %s/%d", r.step, tp.name, q)
+			if !crashed {
+				require.GreaterOrEqual(r.t, m, r.min[tp.name][q], "%s: min offset of %s/%d went back", r.step, tp.name, q)
+			}
+			r.min[tp.name][q] = m
 		}
 	}
-	if prefix {
-		r.checkAll() // what is left must be a prefix, byte for byte
+	if crashed {
+		r.checkAll() // what is left must be the model's, byte for byte
+	}
+}
+
+// checkMins compares every queue's min offset with the model's: only a
+// retention pass or a power loss moves it.
+func (r *modelRun) checkMins() {
+	for _, tp := range modelTopics {
+		for q := range tp.queues {
+			m, err := r.s.MinOffset(tp.name, q)
+			require.NoError(r.t, err, r.step)
+			require.Equal(r.t, r.min[tp.name][q], m, "%s: min offset of %s/%d moved", r.step, tp.name, q)
+		}
 	}
 }
 
@@ -424,7 +514,7 @@ func (r *modelRun) checkAll() {
 	for _, tp := range modelTopics {
 		for q := range tp.queues {
 			want := r.q[tp.name][q]
-			for from := int64(0); from < int64(len(want)); {
+			for from := r.min[tp.name][q]; from < int64(len(want)); {
 				got, err := r.s.ReadQueue(r.ctx, tp.name, q, from, 64)
 				require.NoError(r.t, err, r.step)
 				require.NotEmpty(r.t, got, r.step)

@@ -2,6 +2,7 @@ package mqlite
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"hash/crc32"
 
@@ -71,9 +72,10 @@ func (s *Store) loadCheckpoint() (checkpoint, bool) {
 	path := s.path(checkpointName)
 	b, err := vfs.ReadFile(s.fs, path)
 	if err != nil {
-		if !vfs.Exists(s.fs, path) {
+		if errors.Is(err, vfs.ErrNotExist) {
 			return checkpoint{}, false
 		}
+		// Even if the file turns out to be missing: the error is not.
 		s.opts.Logger.Warn("mqlite: cannot read checkpoint; recovering without it", "err", err)
 		return checkpoint{}, false
 	}

@@ -60,6 +60,12 @@ type dispatcher struct {
 	quit      chan struct{}
 	done      chan struct{}
 
+	// fenced is set when a dispatch failure stopped the loop: the error,
+	// wrapped in ErrFenced. The send path (admit) refuses writes with it,
+	// since nothing appended from then on would reach a queue before the
+	// store is reopened.
+	fenced atomic.Pointer[error]
+
 	mu struct {
 		sync.Mutex
 		dispatched int64               // published progress, for the checkpoint
@@ -145,6 +151,8 @@ func (d *dispatcher) loop() {
 				continue
 			}
 			d.s.opts.Logger.Error("mqlite: dispatch stopped; the store is fenced", "err", err)
+			err = fmt.Errorf("mqlite: dispatch stopped: %w: %w", errs.ErrFenced, err)
+			d.fenced.Store(&err)
 			d.fail(err)
 			<-d.quit
 			return

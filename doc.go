@@ -107,7 +107,9 @@
 //     an ErrCorrupt naming the file and offset, and nothing is changed.
 //   - A failed sync fences the store: the waiting senders get the error,
 //     later writes get ErrFenced, reads keep working, and nothing is
-//     acknowledged that is not on disk.
+//     acknowledged that is not on disk. So does an I/O error that stops
+//     the dispatcher (the ConsumeQueue or IndexFile cannot be written):
+//     nothing sent after it could reach a queue before a reopen.
 //   - Bad input gets an error matching a sentinel (errors.Is) and stores
 //     nothing.
 //   - Under pressure sends fail fast instead of queueing without bound:

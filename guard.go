@@ -26,10 +26,15 @@ type guard struct {
 	done chan struct{}
 }
 
-// admit is the send path's check.
+// admit is the send path's check: a read-only store, a dispatcher stopped
+// by a failure (ErrFenced, as after a failed sync), a full disk, a stalled
+// write path.
 func (s *Store) admit() error {
 	if s.readOnly {
 		return fmt.Errorf("mqlite: send: %s is open read-only: %w", s.dir, errs.ErrReadOnly)
+	}
+	if err := s.disp.fenced.Load(); err != nil {
+		return *err
 	}
 	if s.guard.diskFull.Load() {
 		return fmt.Errorf("mqlite: volume use above %.0f%%: %w", 100*s.opts.DiskMaxUsedRatio, errs.ErrDiskFull)

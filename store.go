@@ -366,9 +366,9 @@ func (s *Store) Close() error {
 			cp.flushed = s.log.FlushedPosition()
 			errList = append(errList, s.writeCheckpoint(cp))
 			if err := s.fs.Remove(s.path(abortName)); err != nil {
-				errList = append(errList, err)
-			} else {
-				errList = append(errList, s.fs.SyncDir(s.dir))
+				errList = append(errList, fmt.Errorf("mqlite: remove abort marker: %w (%w)", errs.ErrIO, err))
+			} else if err := s.fs.SyncDir(s.dir); err != nil {
+				errList = append(errList, fmt.Errorf("mqlite: sync %s: %w (%w)", s.dir, errs.ErrIO, err))
 			}
 		}
 		errList = append(errList, s.release())

@@ -510,8 +510,10 @@ func (l *Log) Close() error {
 	select {
 	case p := <-l.allocReady:
 		if p.seg != nil {
-			p.seg.release()
-			l.opts.FS.Remove(p.seg.path)
+			l.dropPrepared(p.seg)
+		} else {
+			// No append will get this error: say it here.
+			l.opts.Logger.Warn("mqlite/commitlog: preparing the next segment failed", "err", p.err)
 		}
 	default:
 	}
@@ -525,6 +527,16 @@ func (l *Log) Close() error {
 		return ferr
 	}
 	return err
+}
+
+// dropPrepared unmaps and removes a prepared segment nobody appended to.
+// A failed removal is only logged: the file holds no record, and the
+// next Open removes it with the other segments past the log's end.
+func (l *Log) dropPrepared(seg *segment) {
+	seg.release()
+	if err := l.opts.FS.Remove(seg.path); err != nil {
+		l.opts.Logger.Warn("mqlite/commitlog: cannot remove the unused next segment", "path", seg.path, "err", err)
+	}
 }
 
 // releaseAll unmaps the segments of a log that failed to open (no reader

@@ -166,8 +166,9 @@ func (l *Log) allocate() {
 			case l.allocReady <- prepared{seg, err}:
 			case <-l.quit:
 				if seg != nil {
-					seg.release()
-					l.opts.FS.Remove(seg.path)
+					l.dropPrepared(seg)
+				} else {
+					l.opts.Logger.Warn("mqlite/commitlog: preparing the next segment failed", "err", err)
 				}
 				return
 			}

@@ -2,7 +2,7 @@ package consumequeue
 
 import "github.com/mqlite/mqlite/internal/errs"
 
-// The sentinel errors returned (wrapped) by this package. The first six are
+// The sentinel errors returned (wrapped) by this package. The first eight are
 // the same values as mqlite's shared sentinels, so errors.Is matches whichever
 // name a caller uses.
 var (
@@ -22,6 +22,11 @@ var (
 	// ErrReadOnly: a write to a queue or Store opened with
 	// Options.ReadOnly.
 	ErrReadOnly = errs.ErrReadOnly
+	// ErrIO: a file operation failed (the error it wraps tells which).
+	ErrIO = errs.ErrIO
+	// ErrDiskFull: a file operation failed for lack of space (ENOSPC,
+	// EDQUOT, EFBIG).
+	ErrDiskFull = errs.ErrDiskFull
 
 	// ErrConflict: Append was given an entry that does not fit the queue: a
 	// re-dispatched entry that differs from the stored one, an offset past

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/mqlite/mqlite/internal/errs"
 	"github.com/mqlite/mqlite/internal/vfs"
 )
 
@@ -100,7 +101,7 @@ func Open(opts Options) (*Queue, error) {
 		return openReadOnly(q)
 	}
 	if err := q.fs.MkdirAll(q.dir, 0o755); err != nil {
-		return nil, fmt.Errorf("mqlite/consumequeue: open %s: %w", q.dir, err)
+		return nil, fmt.Errorf("mqlite/consumequeue: open %s: %w", q.dir, errs.Disk(err))
 	}
 	if err := q.loadMeta(o.EntriesPerFile); err != nil {
 		return nil, err
@@ -142,10 +143,10 @@ func (q *Queue) isLazy() bool {
 // materializeLocked creates the directory and meta file of a lazy queue.
 func (q *Queue) materializeLocked() error {
 	if err := q.fs.MkdirAll(q.dir, 0o755); err != nil {
-		return fmt.Errorf("mqlite/consumequeue: create %s: %w", q.dir, err)
+		return fmt.Errorf("mqlite/consumequeue: create %s: %w", q.dir, errs.Disk(err))
 	}
 	if err := vfs.WriteFileAtomic(q.fs, q.dir, metaName, encodeMeta(int(q.perFile))); err != nil {
-		return fmt.Errorf("mqlite/consumequeue: write %s: %w", filepath.Join(q.dir, metaName), err)
+		return fmt.Errorf("mqlite/consumequeue: write %s: %w", filepath.Join(q.dir, metaName), errs.Disk(err))
 	}
 	q.mu.lazy = false
 	return nil
@@ -376,12 +377,12 @@ func (q *Queue) createLocked(start int64) (*segment, error) {
 	path := filepath.Join(q.dir, fileName(start*EntrySize))
 	f, err := q.fs.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
-		return nil, fmt.Errorf("mqlite/consumequeue: create %s: %w", path, err)
+		return nil, fmt.Errorf("mqlite/consumequeue: create %s: %w", path, errs.Disk(err))
 	}
 	fail := func(err error) (*segment, error) {
 		f.Close()
 		q.fs.Remove(path)
-		return nil, fmt.Errorf("mqlite/consumequeue: create %s: %w", path, err)
+		return nil, fmt.Errorf("mqlite/consumequeue: create %s: %w", path, errs.Disk(err))
 	}
 	if err := f.Allocate(int64(q.fileSize)); err != nil {
 		return fail(err)
@@ -398,7 +399,7 @@ func (q *Queue) createLocked(start int64) (*segment, error) {
 	if err := f.Close(); err != nil {
 		m.Unmap()
 		q.fs.Remove(path)
-		return nil, fmt.Errorf("mqlite/consumequeue: create %s: %w", path, err)
+		return nil, fmt.Errorf("mqlite/consumequeue: create %s: %w", path, errs.Disk(err))
 	}
 	old := q.snap.Load().segs
 	segs := make([]*segment, len(old), len(old)+1)
@@ -417,7 +418,7 @@ func (q *Queue) dropLocked(dropped, keep []*segment) error {
 	}
 	for _, s := range dropped {
 		if err := q.fs.Remove(s.path); err != nil && !errors.Is(err, vfs.ErrNotExist) {
-			return fmt.Errorf("mqlite/consumequeue: remove %s: %w", s.path, err)
+			return fmt.Errorf("mqlite/consumequeue: remove %s: %w", s.path, errs.Disk(err))
 		}
 	}
 	if err := q.fs.SyncDir(q.dir); err != nil {
@@ -537,13 +538,13 @@ func (q *Queue) flushMaint() error {
 			d.Drop(lo, r.hi-lo)
 		}
 		if serr := r.seg.m.Sync(r.lo, r.hi-r.lo); serr != nil {
-			err = fmt.Errorf("mqlite/consumequeue: sync %s: %w", r.seg.path, serr)
+			err = fmt.Errorf("mqlite/consumequeue: sync %s: %w", r.seg.path, errs.Disk(serr))
 			break
 		}
 	}
 	if err == nil && dirDirty {
 		if serr := q.fs.SyncDir(q.dir); serr != nil {
-			err = fmt.Errorf("mqlite/consumequeue: sync %s: %w", q.dir, serr)
+			err = fmt.Errorf("mqlite/consumequeue: sync %s: %w", q.dir, errs.Disk(serr))
 		}
 	}
 	clear(ranges)
@@ -605,7 +606,7 @@ func (q *Queue) releaseAll() error {
 	q.snap.Store(&snapshot{})
 	q.mu.retired, q.mu.old = nil, nil
 	if err != nil {
-		return fmt.Errorf("mqlite/consumequeue: close %s: %w", q.dir, err)
+		return fmt.Errorf("mqlite/consumequeue: close %s: %w", q.dir, errs.Disk(err))
 	}
 	return nil
 }

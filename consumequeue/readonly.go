@@ -7,6 +7,7 @@ import (
 	"os"
 	"slices"
 
+	"github.com/mqlite/mqlite/internal/errs"
 	"github.com/mqlite/mqlite/internal/vfs"
 )
 
@@ -172,7 +173,7 @@ func (q *Queue) scanForward(segs []*segment, from, limit int64, realSeen bool, p
 func (q *Queue) mapReadOnly(df dataFile) (*segment, error) {
 	f, err := q.fs.OpenFile(df.path, os.O_RDONLY, 0)
 	if err != nil {
-		return nil, fmt.Errorf("mqlite/consumequeue: open %s: %w", df.path, err)
+		return nil, fmt.Errorf("mqlite/consumequeue: open %s: %w", df.path, errs.Disk(err))
 	}
 	defer f.Close()
 	if size, err := f.Size(); err != nil || size != int64(q.fileSize) {
@@ -180,7 +181,7 @@ func (q *Queue) mapReadOnly(df dataFile) (*segment, error) {
 	}
 	m, err := f.Map(q.fileSize)
 	if err != nil {
-		return nil, fmt.Errorf("mqlite/consumequeue: map %s: %w", df.path, err)
+		return nil, fmt.Errorf("mqlite/consumequeue: map %s: %w", df.path, errs.Disk(err))
 	}
 	return &segment{start: df.start, path: df.path, m: m, b: m.Bytes()}, nil
 }

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 
+	"github.com/mqlite/mqlite/internal/errs"
 	"github.com/mqlite/mqlite/internal/vfs"
 )
 
@@ -31,7 +32,7 @@ func (q *Queue) loadMeta(perFile int) error {
 		return err
 	}
 	if err := vfs.WriteFileAtomic(q.fs, q.dir, metaName, encodeMeta(perFile)); err != nil {
-		return fmt.Errorf("mqlite/consumequeue: write %s: %w", filepath.Join(q.dir, metaName), err)
+		return fmt.Errorf("mqlite/consumequeue: write %s: %w", filepath.Join(q.dir, metaName), errs.Disk(err))
 	}
 	return nil
 }
@@ -57,14 +58,14 @@ func (q *Queue) checkMeta(perFile int) (found bool, filePerFile int, err error) 
 		return false, 0, nil
 	}
 	if err != nil {
-		return false, 0, fmt.Errorf("mqlite/consumequeue: stat %s: %w", path, err)
+		return false, 0, fmt.Errorf("mqlite/consumequeue: stat %s: %w", path, errs.Disk(err))
 	}
 	if size > 4096 {
 		return false, 0, fmt.Errorf("mqlite/consumequeue: %w", errCorrupt(path, 0, "meta file of %d bytes", size))
 	}
 	b, err := vfs.ReadFile(q.fs, path)
 	if err != nil {
-		return false, 0, fmt.Errorf("mqlite/consumequeue: read %s: %w", path, err)
+		return false, 0, fmt.Errorf("mqlite/consumequeue: read %s: %w", path, errs.Disk(err))
 	}
 	n, err := checkMeta(path, b, perFile)
 	return true, n, err
@@ -76,7 +77,7 @@ func (q *Queue) checkMeta(perFile int) (found bool, filePerFile int, err error) 
 func (q *Queue) listFiles() ([]dataFile, error) {
 	names, err := q.fs.ReadDir(q.dir)
 	if err != nil {
-		return nil, fmt.Errorf("mqlite/consumequeue: list %s: %w", q.dir, err)
+		return nil, fmt.Errorf("mqlite/consumequeue: list %s: %w", q.dir, errs.Disk(err))
 	}
 	var files []dataFile
 	for _, name := range names {
@@ -91,7 +92,7 @@ func (q *Queue) listFiles() ([]dataFile, error) {
 		}
 		size, isDir, err := q.fs.Stat(path)
 		if err != nil {
-			return nil, fmt.Errorf("mqlite/consumequeue: stat %s: %w", path, err)
+			return nil, fmt.Errorf("mqlite/consumequeue: stat %s: %w", path, errs.Disk(err))
 		}
 		if isDir {
 			q.log.Warn("consumequeue: ignoring directory", "file", path)
@@ -181,12 +182,12 @@ func (q *Queue) recover() error {
 	for _, f := range drop {
 		q.log.Warn("consumequeue: removing data file after the recovered end", "file", f.path)
 		if err := q.fs.Remove(f.path); err != nil {
-			return fail(fmt.Errorf("mqlite/consumequeue: remove %s: %w", f.path, err))
+			return fail(fmt.Errorf("mqlite/consumequeue: remove %s: %w", f.path, errs.Disk(err)))
 		}
 	}
 	if len(drop) > 0 {
 		if err := q.fs.SyncDir(q.dir); err != nil {
-			return fail(fmt.Errorf("mqlite/consumequeue: sync %s: %w", q.dir, err))
+			return fail(fmt.Errorf("mqlite/consumequeue: sync %s: %w", q.dir, errs.Disk(err)))
 		}
 	}
 
@@ -219,11 +220,11 @@ func (q *Queue) recover() error {
 func (q *Queue) openSegment(df dataFile) (*segment, error) {
 	f, err := q.fs.OpenFile(df.path, os.O_RDWR, 0)
 	if err != nil {
-		return nil, fmt.Errorf("mqlite/consumequeue: open %s: %w", df.path, err)
+		return nil, fmt.Errorf("mqlite/consumequeue: open %s: %w", df.path, errs.Disk(err))
 	}
 	fail := func(err error) (*segment, error) {
 		f.Close()
-		return nil, fmt.Errorf("mqlite/consumequeue: open %s: %w", df.path, err)
+		return nil, fmt.Errorf("mqlite/consumequeue: open %s: %w", df.path, errs.Disk(err))
 	}
 	size, err := f.Size()
 	if err != nil {
@@ -250,7 +251,7 @@ func (q *Queue) openSegment(df dataFile) (*segment, error) {
 	}
 	if err := f.Close(); err != nil {
 		m.Unmap()
-		return nil, fmt.Errorf("mqlite/consumequeue: open %s: %w", df.path, err)
+		return nil, fmt.Errorf("mqlite/consumequeue: open %s: %w", df.path, errs.Disk(err))
 	}
 	return &segment{start: df.start, path: df.path, m: m, b: m.Bytes()}, nil
 }
@@ -299,7 +300,7 @@ func (q *Queue) zeroTail(s *segment, slot int64) error {
 		"file", s.path, "offset", lo, "valid_entries_after", valid)
 	clear(s.b[lo:hi])
 	if err := s.m.Sync(lo, hi-lo); err != nil {
-		return fmt.Errorf("mqlite/consumequeue: sync %s: %w", s.path, err)
+		return fmt.Errorf("mqlite/consumequeue: sync %s: %w", s.path, errs.Disk(err))
 	}
 	return nil
 }

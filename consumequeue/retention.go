@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/mqlite/mqlite/internal/errs"
 	"github.com/mqlite/mqlite/internal/vfs"
 )
 
@@ -65,7 +66,7 @@ func (q *Queue) TruncateAfterPhys(end int64) error {
 	}
 	for _, d := range dropped {
 		if err := q.fs.Remove(d.path); err != nil && !errors.Is(err, vfs.ErrNotExist) {
-			return fmt.Errorf("mqlite/consumequeue: truncate: remove %s: %w", d.path, err)
+			return fmt.Errorf("mqlite/consumequeue: truncate: remove %s: %w", d.path, errs.Disk(err))
 		}
 	}
 	q.retireLocked(dropped, append([]*segment(nil), segs[:k+1]...))
@@ -166,7 +167,7 @@ func (q *Queue) DeleteBelowPhys(minPhys int64) (int, error) {
 	n := 0
 	for ; n < del; n++ {
 		if rerr := q.fs.Remove(segs[n].path); rerr != nil && !errors.Is(rerr, vfs.ErrNotExist) {
-			err = fmt.Errorf("mqlite/consumequeue: delete: remove %s: %w", segs[n].path, rerr)
+			err = fmt.Errorf("mqlite/consumequeue: delete: remove %s: %w", segs[n].path, errs.Disk(rerr))
 			break
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"sync"
 
+	"github.com/mqlite/mqlite/internal/errs"
 	"github.com/mqlite/mqlite/internal/vfs"
 )
 
@@ -50,7 +51,7 @@ func OpenStore(opts Options) (*Store, error) {
 	s.mu.queues = map[QueueID]*Queue{}
 	if !o.ReadOnly {
 		if err := o.FS.MkdirAll(o.Dir, 0o755); err != nil {
-			return nil, fmt.Errorf("mqlite/consumequeue: open store %s: %w", o.Dir, err)
+			return nil, fmt.Errorf("mqlite/consumequeue: open store %s: %w", o.Dir, errs.Disk(err))
 		}
 	}
 	err = s.eachDir(func(topic string, id int) error {
@@ -78,7 +79,7 @@ func (s *Store) eachDir(fn func(topic string, id int) error) error {
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("mqlite/consumequeue: open store %s: %w", o.Dir, err)
+		return fmt.Errorf("mqlite/consumequeue: open store %s: %w", o.Dir, errs.Disk(err))
 	}
 	for _, topic := range topics {
 		tdir := filepath.Join(o.Dir, topic)
@@ -88,7 +89,7 @@ func (s *Store) eachDir(fn func(topic string, id int) error) error {
 		}
 		ids, err := o.FS.ReadDir(tdir)
 		if err != nil {
-			return fmt.Errorf("mqlite/consumequeue: open store: list %s: %w", tdir, err)
+			return fmt.Errorf("mqlite/consumequeue: open store: list %s: %w", tdir, errs.Disk(err))
 		}
 		for _, name := range ids {
 			qdir := filepath.Join(tdir, name)

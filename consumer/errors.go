@@ -22,6 +22,11 @@ var (
 	// ErrReadOnly: a consumer or an offset write on a Manager opened with
 	// ManagerOptions.ReadOnly.
 	ErrReadOnly = errs.ErrReadOnly
+	// ErrIO: writing or reading a config file (offsets, groups) failed;
+	// the error it wraps tells how.
+	ErrIO = errs.ErrIO
+	// ErrDiskFull: writing a config file failed for lack of space.
+	ErrDiskFull = errs.ErrDiskFull
 )
 
 // CorruptError locates damaged data (file and byte offset). It matches

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 
 	"github.com/mqlite/mqlite/clock"
+	"github.com/mqlite/mqlite/internal/errs"
 	"github.com/mqlite/mqlite/internal/vfs"
 )
 
@@ -70,7 +71,7 @@ func NewManager(st Store, o ManagerOptions) (*Manager, error) {
 		return mg, nil
 	}
 	if err := o.FS.MkdirAll(o.Dir, 0o755); err != nil {
-		return nil, fmt.Errorf("mqlite/consumer: config dir %s: %w", o.Dir, err)
+		return nil, fmt.Errorf("mqlite/consumer: config dir %s: %w", o.Dir, errs.Disk(err))
 	}
 	if err := mg.load(); err != nil {
 		return nil, err
@@ -195,7 +196,7 @@ func (mg *Manager) writeIfChanged(name string, magic uint32, v any, last *[]byte
 		return nil
 	}
 	if err := vfs.WriteFileAtomic(mg.o.FS, mg.o.Dir, name, b); err != nil {
-		return fmt.Errorf("mqlite/consumer: write %s: %w", name, err)
+		return fmt.Errorf("mqlite/consumer: write %s: %w", name, errs.Disk(err))
 	}
 	*last = b
 	return nil

@@ -22,6 +22,12 @@ var (
 	// ErrReadOnly is returned by Put, Flush, TruncateAfterPhys and
 	// DeleteBelowPhys of an Index opened with Options.ReadOnly.
 	ErrReadOnly = errs.ErrReadOnly
+	// ErrIO is matched by a failed file operation (the error it wraps
+	// tells which).
+	ErrIO = errs.ErrIO
+	// ErrDiskFull is matched by a file operation that failed for lack of
+	// space (ENOSPC, EDQUOT, EFBIG).
+	ErrDiskFull = errs.ErrDiskFull
 	// ErrVersion is returned by Open for an index file whose magic is right
 	// but whose format version is not FormatVersion (written by a newer, or
 	// an unknown, mqlite). Open refuses such a directory instead of deleting

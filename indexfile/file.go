@@ -94,7 +94,7 @@ func createFile(fsys vfs.FS, dir string, phys, t int64, slots, entries int, log 
 	size := FileSize(slots, entries)
 	fh, err := fsys.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
-		return nil, false, err
+		return nil, false, fmt.Errorf("mqlite/indexfile: create %s: %w", path, errs.Disk(err))
 	}
 	var m vfs.Mapping
 	fail := func(e error, isFatal bool) (*file, bool, error) {
@@ -103,7 +103,7 @@ func createFile(fsys vfs.FS, dir string, phys, t int64, slots, entries int, log 
 		}
 		fh.Close()
 		fsys.Remove(path)
-		return nil, isFatal, fmt.Errorf("mqlite/indexfile: create %s: %w", path, e)
+		return nil, isFatal, fmt.Errorf("mqlite/indexfile: create %s: %w", path, errs.Disk(e))
 	}
 	if err := fh.Allocate(size); err != nil {
 		return fail(err, false)
@@ -134,12 +134,12 @@ func createFile(fsys vfs.FS, dir string, phys, t int64, slots, entries int, log 
 	if err := fh.Close(); err != nil {
 		m.Unmap()
 		fsys.Remove(path)
-		return nil, true, fmt.Errorf("mqlite/indexfile: create %s: %w", path, err)
+		return nil, true, fmt.Errorf("mqlite/indexfile: create %s: %w", path, errs.Disk(err))
 	}
 	if err := fsys.SyncDir(dir); err != nil {
 		m.Unmap()
 		fsys.Remove(path)
-		return nil, true, fmt.Errorf("mqlite/indexfile: create %s: %w", path, err)
+		return nil, true, fmt.Errorf("mqlite/indexfile: create %s: %w", path, errs.Disk(err))
 	}
 	return f, false, nil
 }
@@ -152,23 +152,23 @@ func createFile(fsys vfs.FS, dir string, phys, t int64, slots, entries int, log 
 func openFile(fsys vfs.FS, path string, name int64, log *slog.Logger) (_ *file, repaired bool, err error) {
 	fh, err := fsys.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {
-		return nil, false, fmt.Errorf("mqlite/indexfile: open %s: %w", path, err)
+		return nil, false, fmt.Errorf("mqlite/indexfile: open %s: %w", path, errs.Disk(err))
 	}
 	defer func() {
 		if cerr := fh.Close(); cerr != nil && err == nil {
-			err = fmt.Errorf("mqlite/indexfile: close %s: %w", path, cerr)
+			err = fmt.Errorf("mqlite/indexfile: close %s: %w", path, errs.Disk(cerr))
 		}
 	}()
 	size, err := fh.Size()
 	if err != nil {
-		return nil, false, fmt.Errorf("mqlite/indexfile: open %s: %w", path, err)
+		return nil, false, fmt.Errorf("mqlite/indexfile: open %s: %w", path, errs.Disk(err))
 	}
 	if size < HeaderSize {
 		return nil, false, errs.Corrupt(path, 0, "indexfile: file of %d bytes is shorter than its %d-byte header", size, HeaderSize)
 	}
 	var hb [HeaderSize]byte
 	if _, err := fh.ReadAt(hb[:], 0); err != nil {
-		return nil, false, fmt.Errorf("mqlite/indexfile: read header of %s: %w", path, err)
+		return nil, false, fmt.Errorf("mqlite/indexfile: read header of %s: %w", path, errs.Disk(err))
 	}
 	h, reason := decodeHeader(hb[:])
 	if reason == reasonVersion {
@@ -182,7 +182,7 @@ func openFile(fsys vfs.FS, path string, name int64, log *slog.Logger) (_ *file, 
 	}
 	m, err := fh.Map(int(size))
 	if err != nil {
-		return nil, false, fmt.Errorf("mqlite/indexfile: map %s: %w", path, err)
+		return nil, false, fmt.Errorf("mqlite/indexfile: map %s: %w", path, errs.Disk(err))
 	}
 	if !aligned(m.Bytes()) {
 		m.Unmap()
@@ -201,7 +201,7 @@ func openFile(fsys vfs.FS, path string, name int64, log *slog.Logger) (_ *file, 
 	if f.dirty {
 		if err := f.repair(h); err != nil {
 			m.Unmap()
-			return nil, false, fmt.Errorf("mqlite/indexfile: repair %s: %w", path, err)
+			return nil, false, fmt.Errorf("mqlite/indexfile: repair %s: %w", path, errs.Disk(err))
 		}
 		return f, true, nil
 	}
@@ -271,7 +271,7 @@ func (f *file) appendLocked(hash uint32, phys, t int64) error {
 		f.dirty = true
 		f.writeHeader()
 		if err := f.m.Sync(0, HeaderSize); err != nil {
-			return fmt.Errorf("mqlite/indexfile: sync header of %s: %w", f.path, err)
+			return fmt.Errorf("mqlite/indexfile: sync header of %s: %w", f.path, errs.Disk(err))
 		}
 	}
 	n := f.count.Load()
@@ -302,13 +302,13 @@ func (f *file) sealLocked() error {
 	}
 	n := f.count.Load()
 	if err := f.m.Sync(HeaderSize, f.usedSize(n)-HeaderSize); err != nil {
-		return fmt.Errorf("mqlite/indexfile: sync %s: %w", f.path, err)
+		return fmt.Errorf("mqlite/indexfile: sync %s: %w", f.path, errs.Disk(err))
 	}
 	f.flushed = n
 	f.dirty = false
 	f.writeHeader()
 	if err := f.m.Sync(0, HeaderSize); err != nil {
-		return fmt.Errorf("mqlite/indexfile: sync header of %s: %w", f.path, err)
+		return fmt.Errorf("mqlite/indexfile: sync header of %s: %w", f.path, errs.Disk(err))
 	}
 	return nil
 }
@@ -381,7 +381,7 @@ func (f *file) release() error {
 		return nil
 	}
 	if err := f.m.Unmap(); err != nil {
-		return fmt.Errorf("mqlite/indexfile: unmap %s: %w", f.path, err)
+		return fmt.Errorf("mqlite/indexfile: unmap %s: %w", f.path, errs.Disk(err))
 	}
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/cespare/xxhash/v2"
 
+	"github.com/mqlite/mqlite/internal/errs"
 	"github.com/mqlite/mqlite/internal/vfs"
 )
 
@@ -49,11 +50,11 @@ func Open(opts Options) (*Index, error) {
 	}
 	x := &Index{opts: o, log: o.Logger}
 	if err := o.FS.MkdirAll(o.Dir, 0o755); err != nil {
-		return nil, fmt.Errorf("mqlite/indexfile: create %s: %w", o.Dir, err)
+		return nil, fmt.Errorf("mqlite/indexfile: create %s: %w", o.Dir, errs.Disk(err))
 	}
 	names, err := o.FS.ReadDir(o.Dir)
 	if err != nil {
-		return nil, fmt.Errorf("mqlite/indexfile: list %s: %w", o.Dir, err)
+		return nil, fmt.Errorf("mqlite/indexfile: list %s: %w", o.Dir, errs.Disk(err))
 	}
 	type candidate struct {
 		path string
@@ -67,7 +68,7 @@ func Open(opts Options) (*Index, error) {
 			continue // not ours
 		}
 		if _, isDir, err := o.FS.Stat(path); err != nil {
-			return nil, fmt.Errorf("mqlite/indexfile: stat %s: %w", path, err)
+			return nil, fmt.Errorf("mqlite/indexfile: stat %s: %w", path, errs.Disk(err))
 		} else if isDir {
 			x.log.Warn("indexfile: ignoring a directory with an index file name", "path", path)
 			continue
@@ -110,13 +111,13 @@ func Open(opts Options) (*Index, error) {
 		for _, c := range cands[drop:] {
 			if err := o.FS.Remove(c.path); err != nil {
 				closeAll()
-				return nil, fmt.Errorf("mqlite/indexfile: delete %s: %w", c.path, err)
+				return nil, fmt.Errorf("mqlite/indexfile: delete %s: %w", c.path, errs.Disk(err))
 			}
 			x.log.Warn("indexfile: deleted index file", "path", c.path)
 		}
 		if err := o.FS.SyncDir(o.Dir); err != nil {
 			closeAll()
-			return nil, fmt.Errorf("mqlite/indexfile: sync %s: %w", o.Dir, err)
+			return nil, fmt.Errorf("mqlite/indexfile: sync %s: %w", o.Dir, errs.Disk(err))
 		}
 	}
 	x.files.Store(&files)
@@ -356,7 +357,7 @@ func (x *Index) DeleteBelowPhys(minPhys int64) (int, error) {
 // and drops the list's reference to f.
 func (x *Index) deleteLocked(f *file, rest []*file) error {
 	if err := x.opts.FS.Remove(f.path); err != nil {
-		return fmt.Errorf("mqlite/indexfile: delete %s: %w", f.path, err)
+		return fmt.Errorf("mqlite/indexfile: delete %s: %w", f.path, errs.Disk(err))
 	}
 	x.publish(rest)
 	if err := f.release(); err != nil {
@@ -370,7 +371,7 @@ func (x *Index) syncDirLocked(changed bool) error {
 		return nil
 	}
 	if err := x.opts.FS.SyncDir(x.opts.Dir); err != nil {
-		return fmt.Errorf("mqlite/indexfile: sync %s: %w", x.opts.Dir, err)
+		return fmt.Errorf("mqlite/indexfile: sync %s: %w", x.opts.Dir, errs.Disk(err))
 	}
 	return nil
 }
@@ -440,7 +441,7 @@ func (x *Index) flushFile(f *file, h header) error {
 		d.Drop(from, f.usedSize(n)-from)
 	}
 	if err := f.m.Sync(HeaderSize, f.usedSize(n)-HeaderSize); err != nil {
-		return fail(fmt.Errorf("mqlite/indexfile: sync %s: %w", f.path, err))
+		return fail(fmt.Errorf("mqlite/indexfile: sync %s: %w", f.path, errs.Disk(err)))
 	}
 	x.mu.Lock()
 	if !f.dirty || f.flushed >= n { // sealed meanwhile (full): it recorded more
@@ -452,7 +453,7 @@ func (x *Index) flushFile(f *file, h header) error {
 	h.encode(f.b[:HeaderSize])
 	x.mu.Unlock()
 	if err := f.m.Sync(0, HeaderSize); err != nil {
-		return fail(fmt.Errorf("mqlite/indexfile: sync header of %s: %w", f.path, err))
+		return fail(fmt.Errorf("mqlite/indexfile: sync header of %s: %w", f.path, errs.Disk(err)))
 	}
 	return nil
 }

@@ -28,7 +28,7 @@ func openReadOnly(o Options) (*Index, error) {
 		return x, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("mqlite/indexfile: list %s: %w", o.Dir, err)
+		return nil, fmt.Errorf("mqlite/indexfile: list %s: %w", o.Dir, errs.Disk(err))
 	}
 	var paths []string
 	var physs []int64
@@ -73,12 +73,12 @@ func openReadOnly(o Options) (*Index, error) {
 func openFileReadOnly(fsys vfs.FS, path string, name int64, live bool, log *slog.Logger) (*file, error) {
 	fh, err := fsys.OpenFile(path, os.O_RDONLY, 0)
 	if err != nil {
-		return nil, fmt.Errorf("mqlite/indexfile: open %s: %w", path, err)
+		return nil, fmt.Errorf("mqlite/indexfile: open %s: %w", path, errs.Disk(err))
 	}
 	defer fh.Close()
 	size, err := fh.Size()
 	if err != nil {
-		return nil, fmt.Errorf("mqlite/indexfile: open %s: %w", path, err)
+		return nil, fmt.Errorf("mqlite/indexfile: open %s: %w", path, errs.Disk(err))
 	}
 	if size < HeaderSize {
 		return nil, errs.Corrupt(path, 0, "indexfile: file of %d bytes is shorter than its %d-byte header", size, HeaderSize)
@@ -88,7 +88,7 @@ func openFileReadOnly(fsys vfs.FS, path string, name int64, live bool, log *slog
 	var reason string
 	for try := 0; try < headerTries; try++ {
 		if _, err := fh.ReadAt(hb[:], 0); err != nil {
-			return nil, fmt.Errorf("mqlite/indexfile: read header of %s: %w", path, err)
+			return nil, fmt.Errorf("mqlite/indexfile: read header of %s: %w", path, errs.Disk(err))
 		}
 		if h, reason = decodeHeader(hb[:]); reason == "" {
 			reason = h.check(size, name)
@@ -106,7 +106,7 @@ func openFileReadOnly(fsys vfs.FS, path string, name int64, live bool, log *slog
 	}
 	m, err := fh.Map(int(size))
 	if err != nil {
-		return nil, fmt.Errorf("mqlite/indexfile: map %s: %w", path, err)
+		return nil, fmt.Errorf("mqlite/indexfile: map %s: %w", path, errs.Disk(err))
 	}
 	if !aligned(m.Bytes()) {
 		m.Unmap()

@@ -6,6 +6,7 @@ package errs
 import (
 	"errors"
 	"fmt"
+	"syscall"
 )
 
 var (
@@ -63,3 +64,22 @@ func Corrupt(path string, off int64, format string, args ...any) error {
 
 // ErrIO: a read, write or sync failed, or a mapped file faulted.
 var ErrIO = errors.New("mqlite: I/O error")
+
+// Disk types err, the failure of a file operation, for the callers of a
+// package that got it from the file seam: the result matches ErrDiskFull
+// when the disk has no room (ENOSPC, EDQUOT, EFBIG) and ErrIO otherwise,
+// and still matches err. An err that already matches one of the sentinels
+// an I/O path returns (ErrIO, ErrDiskFull, ErrFenced, ErrCorrupt,
+// ErrReadOnly, ErrClosed) is returned as it is; so is nil.
+func Disk(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, ErrIO), errors.Is(err, ErrDiskFull), errors.Is(err, ErrFenced),
+		errors.Is(err, ErrCorrupt), errors.Is(err, ErrReadOnly), errors.Is(err, ErrClosed):
+		return err
+	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT), errors.Is(err, syscall.EFBIG):
+		return fmt.Errorf("%w (%w)", ErrDiskFull, err)
+	}
+	return fmt.Errorf("%w (%w)", ErrIO, err)
+}

@@ -38,13 +38,21 @@ func Encode(magic, version uint32, v any) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mqlite: encode config: %w", err)
 	}
+	return Frame(magic, version, body), nil
+}
+
+// Frame returns the file bytes for an encoded body: the header (magic,
+// version, length and CRC32-C of body) followed by body. Encode frames the
+// JSON of a value; tests frame bodies of their own (fuzzing the loaders
+// with bodies that pass every header check).
+func Frame(magic, version uint32, body []byte) []byte {
 	b := make([]byte, HeaderSize+len(body))
 	binary.LittleEndian.PutUint32(b[0:], magic)
 	binary.LittleEndian.PutUint32(b[4:], version)
 	binary.LittleEndian.PutUint32(b[8:], uint32(len(body)))
 	binary.LittleEndian.PutUint32(b[12:], crc32.Checksum(body, castagnoli))
 	copy(b[HeaderSize:], body)
-	return b, nil
+	return b
 }
 
 // Decode checks b (the contents of path) and unmarshals its body into v.

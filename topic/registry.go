@@ -54,17 +54,12 @@ type Registry struct {
 func Open(fs vfs.FS, dir string, now func() time.Time) (*Registry, error) {
 	r := &Registry{fs: fs, dir: dir, now: now}
 	m := map[string]record{}
-	found, err := cfgfile.Read(fs, dir, File, fileMagic, fileVersion, &m)
-	if err != nil {
-		return nil, err
-	}
-	path := filepath.Join(dir, File)
-	if found && m == nil {
-		return nil, errs.Corrupt(path, cfgfile.HeaderSize, "the body is null, not an object of topics")
+	if _, err := cfgfile.Read(fs, dir, File, fileMagic, fileVersion, &m); err != nil {
+		return nil, err // a null body among them: it would leave m nil
 	}
 	for name, rec := range m {
 		if err := rec.check(name); err != nil {
-			return nil, errs.Corrupt(path, cfgfile.HeaderSize, "topic %q: %v", name, err)
+			return nil, errs.Corrupt(filepath.Join(dir, File), cfgfile.HeaderSize, "topic %q: %v", name, err)
 		}
 	}
 	r.topics.Store(&m)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -15,10 +16,10 @@ import (
 )
 
 // fuzzParseFilter is the ParseFilter of the fuzz targets: a TAG filter of
-// the tags in expr.
+// the tags in expr. Another type is an ErrInvalidArgument, as the store's.
 func fuzzParseFilter(typ, expr string) (Filter, error) {
 	if typ != "TAG" {
-		return nil, errors.New("unknown filter type")
+		return nil, fmt.Errorf("unknown filter type %q: %w", typ, ErrInvalidArgument)
 	}
 	return tagFilter{strings.Split(expr, " || ")}, nil
 }

@@ -92,6 +92,12 @@ func (d *scheduler) save() error {
 	if _, err := d.s.log.Flush(); err != nil {
 		return err
 	}
+	// Under FlushSync the dispatcher indexes only flushed records and is
+	// woken by the group commit's flushes; this flush is not one of them.
+	// Without a wake, a record it made durable (a delivery appended just
+	// before) stayed invisible until the next flush, which in an idle store
+	// never came: the group commit found nothing left to sync.
+	d.s.disp.notify()
 	if err := cfgfile.Write(d.s.fs, d.s.path(configDir), delayFile, delayMagic, delayVersion, p); err != nil {
 		return err
 	}

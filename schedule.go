@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"time"
@@ -58,11 +59,37 @@ func newScheduler(s *Store) (*scheduler, error) {
 	if _, err := s.topics.EnsureAtLeast(topic.Schedule, len(d.levels)); err != nil {
 		return nil, err
 	}
-	if _, err := cfgfile.Read(s.fs, s.path(configDir), delayFile, delayMagic, delayVersion, &d.progress); err != nil {
+	var err error
+	if d.progress, err = s.loadDelayProgress(); err != nil {
 		return nil, err
 	}
 	d.saved = maps.Clone(d.progress)
 	return d, nil
+}
+
+// maxDelayLevels bounds Options.DelayLevels.
+const maxDelayLevels = 64
+
+// loadDelayProgress reads the delay levels' progress: an ErrCorrupt naming
+// the file for a key that is not a level (1..64, in decimal as written;
+// levels beyond Options.DelayLevels are kept, from a store that had more)
+// or a negative offset.
+func (s *Store) loadDelayProgress() (map[string]int64, error) {
+	p := map[string]int64{}
+	if _, err := cfgfile.Read(s.fs, s.path(configDir), delayFile, delayMagic, delayVersion, &p); err != nil {
+		return nil, err
+	}
+	file := filepath.Join(s.path(configDir), delayFile)
+	for key, off := range p {
+		level, err := strconv.Atoi(key)
+		switch {
+		case err != nil || strconv.Itoa(level) != key || level < 1 || level > maxDelayLevels:
+			return nil, errs.Corrupt(file, cfgfile.HeaderSize, "level %q is not a delay level 1..%d", key, maxDelayLevels)
+		case off < 0:
+			return nil, errs.Corrupt(file, cfgfile.HeaderSize, "level %s: negative offset %d", key, off)
+		}
+	}
+	return p, nil
 }
 
 func (d *scheduler) start() {
@@ -172,6 +199,17 @@ func (d *scheduler) run(level int) {
 	off := d.progress[key]
 	d.mu.Unlock()
 	verifyUntil := q.MaxOffset() // delivered after the last save, perhaps
+	if off > verifyUntil {
+		// The queue lost its tail after the progress was saved (or the
+		// file lies): waiting for offset off would strand every message
+		// sent at this level until the queue got there.
+		d.s.opts.Logger.Warn("mqlite: delay progress lies past the end of its queue; moved back",
+			"level", level, "progress", off, "max", verifyUntil)
+		off = verifyUntil
+		d.mu.Lock()
+		d.progress[key] = off
+		d.mu.Unlock()
+	}
 	if off < verifyUntil && !d.indexed() {
 		return
 	}

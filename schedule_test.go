@@ -28,7 +28,7 @@ func readN(t *testing.T, s *Store, topic string, q int, n int) []*MessageExt {
 
 // readRange blocks until queue q of topic holds messages [from, to) and
 // returns them.
-func readRange(t *testing.T, s *Store, topic string, q int, from, to int) []*MessageExt {
+func readRange(t testing.TB, s *Store, topic string, q int, from, to int) []*MessageExt {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

@@ -158,6 +158,9 @@ func (s *Store) open() error {
 	if err := s.adoptFormat(s.explicitSegment); err != nil {
 		return err
 	}
+	if err := s.checkConfig(); err != nil {
+		return err
+	}
 	clean := !vfs.Exists(s.fs, s.path(abortName))
 	cp, cpOK := s.loadCheckpoint()
 	if err := s.markOpen(); err != nil {

@@ -67,8 +67,8 @@ func newTimers(s *Store) (*timers, error) {
 	if _, err := s.topics.EnsureAtLeast(topic.Timer, 1); err != nil {
 		return nil, err
 	}
-	var st timerState
-	if _, err := cfgfile.Read(s.fs, s.path(configDir), timerFile, timerMagic, timerVersion, &st); err != nil {
+	st, err := s.loadTimerState()
+	if err != nil {
 		return nil, err
 	}
 	t.enqueued.Store(st.Enqueued)
@@ -89,6 +89,20 @@ func newTimers(s *Store) (*timers, error) {
 	}
 	slices.Sort(t.buckets)
 	return t, nil
+}
+
+// loadTimerState reads the timer service's progress: an ErrCorrupt naming
+// the file for a negative offset.
+func (s *Store) loadTimerState() (timerState, error) {
+	var st timerState
+	if _, err := cfgfile.Read(s.fs, s.path(configDir), timerFile, timerMagic, timerVersion, &st); err != nil {
+		return timerState{}, err
+	}
+	if st.Enqueued < 0 {
+		return timerState{}, errs.Corrupt(filepath.Join(s.path(configDir), timerFile), cfgfile.HeaderSize,
+			"negative enqueued offset %d", st.Enqueued)
+	}
+	return st, nil
 }
 
 func (t *timers) start() { go t.run() }
@@ -161,6 +175,14 @@ func (t *timers) failed(what string, err error) bool {
 func (t *timers) enqueue(q *consumequeue.Queue) error {
 	if t.enqueued.Load() < q.MinOffset() {
 		t.enqueued.Store(q.MinOffset())
+	}
+	if e := t.enqueued.Load(); e > q.MaxOffset() {
+		// Only the file can say so (the queue lost its tail after the
+		// position was saved, or the file lies): waiting for offset e
+		// would strand every timer sent until the queue got there.
+		t.s.opts.Logger.Warn("mqlite: timer progress lies past the end of the timer queue; moved back",
+			"enqueued", e, "max", q.MaxOffset())
+		t.enqueued.Store(q.MaxOffset())
 	}
 	var buf [timerBatch]consumequeue.Entry
 	for t.enqueued.Load() < q.MaxOffset() {

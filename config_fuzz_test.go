@@ -18,6 +18,7 @@ import (
 	"github.com/mqlite/mqlite/clock"
 	"github.com/mqlite/mqlite/internal/cfgfile"
 	"github.com/mqlite/mqlite/internal/vfs"
+	"github.com/mqlite/mqlite/topic"
 )
 
 // The fuzz targets of this file (and config_test.go's table tests) load a
@@ -65,6 +66,7 @@ type storeImage struct {
 	ids   map[string]string // message ID -> body, every message stored
 	now   time.Time         // the store's clock at Close
 	q0Max int64             // the end of queue 0 of topic t, where the delayed messages went
+	ends  map[string]int64  // "topic/id" -> end, of the schedule and timer queues
 }
 
 // newStoreImage runs a store through topics, plain, delayed and timer
@@ -111,10 +113,25 @@ func newStoreImage(t testing.TB) *storeImage {
 	require.NoError(t, s.CheckTransactions(ctx))
 	img.q0Max, err = s.MaxOffset("t", 0)
 	require.NoError(t, err)
+	img.ends = map[string]int64{}
+	for _, q := range []struct {
+		name string
+		id   int
+	}{{topic.Schedule, 0}, {topic.Timer, 0}} {
+		img.ends[fmt.Sprint(q.name, "/", q.id)] = s.recoveredEnd(q.name, q.id)
+	}
 	require.NoError(t, s.Close())
 	img.now = clk.Now()
 	img.files = snapshotFS(t, fs, imageDir)
 	return img
+}
+
+// queueEnd is the end of a queue of the image's store.
+func (img *storeImage) queueEnd(t testing.TB, name string, id int) int64 {
+	t.Helper()
+	end, ok := img.ends[fmt.Sprint(name, "/", id)]
+	require.True(t, ok, "no end recorded for %s/%d", name, id)
+	return end
 }
 
 // snapshotFS reads every file under dir.

@@ -64,7 +64,32 @@ func newScheduler(s *Store) (*scheduler, error) {
 		return nil, err
 	}
 	d.saved = maps.Clone(d.progress)
+	for key, off := range d.progress {
+		level, _ := strconv.Atoi(key) // checked by loadDelayProgress
+		if level > len(d.levels) {
+			continue // a level this Open does not serve: kept as it is
+		}
+		// Before Open returns, so no message sent since is in the queue.
+		if end := s.recoveredEnd(topic.Schedule, level-1); off > end {
+			// The queue lost its tail after the progress was saved (or
+			// the file lies): waiting for offset off would strand every
+			// message sent at this level until the queue got there.
+			s.opts.Logger.Warn("mqlite: delay progress lies past the end of its queue; moved back",
+				"level", level, "progress", off, "end", end)
+			d.progress[key] = end // saved by the next save (saved differs)
+		}
+	}
 	return d, nil
+}
+
+// recoveredEnd is the end of a queue (0 for one never written), for the
+// services' progress checks while Open runs.
+func (s *Store) recoveredEnd(name string, id int) int64 {
+	q, err := s.disp.cq.Queue(name, id, false)
+	if err != nil {
+		return 0
+	}
+	return q.MaxOffset()
 }
 
 // maxDelayLevels bounds Options.DelayLevels.
@@ -199,17 +224,6 @@ func (d *scheduler) run(level int) {
 	off := d.progress[key]
 	d.mu.Unlock()
 	verifyUntil := q.MaxOffset() // delivered after the last save, perhaps
-	if off > verifyUntil {
-		// The queue lost its tail after the progress was saved (or the
-		// file lies): waiting for offset off would strand every message
-		// sent at this level until the queue got there.
-		d.s.opts.Logger.Warn("mqlite: delay progress lies past the end of its queue; moved back",
-			"level", level, "progress", off, "max", verifyUntil)
-		off = verifyUntil
-		d.mu.Lock()
-		d.progress[key] = off
-		d.mu.Unlock()
-	}
 	if off < verifyUntil && !d.indexed() {
 		return
 	}

@@ -71,6 +71,15 @@ func newTimers(s *Store) (*timers, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Before Open returns, so no message sent since is in the queue.
+	if end := s.recoveredEnd(topic.Timer, 0); st.Enqueued > end {
+		// The queue lost its tail after the position was saved (or the
+		// file lies): waiting for offset st.Enqueued would strand every
+		// timer sent until the queue got there.
+		s.opts.Logger.Warn("mqlite: timer progress lies past the end of the timer queue; moved back",
+			"enqueued", st.Enqueued, "end", end)
+		st.Enqueued = end
+	}
 	t.enqueued.Store(st.Enqueued)
 	if err := s.fs.MkdirAll(t.dir, 0o755); err != nil {
 		return nil, fmt.Errorf("mqlite: create %s: %w (%w)", t.dir, errs.ErrIO, err)
@@ -175,14 +184,6 @@ func (t *timers) failed(what string, err error) bool {
 func (t *timers) enqueue(q *consumequeue.Queue) error {
 	if t.enqueued.Load() < q.MinOffset() {
 		t.enqueued.Store(q.MinOffset())
-	}
-	if e := t.enqueued.Load(); e > q.MaxOffset() {
-		// Only the file can say so (the queue lost its tail after the
-		// position was saved, or the file lies): waiting for offset e
-		// would strand every timer sent until the queue got there.
-		t.s.opts.Logger.Warn("mqlite: timer progress lies past the end of the timer queue; moved back",
-			"enqueued", e, "max", q.MaxOffset())
-		t.enqueued.Store(q.MaxOffset())
 	}
 	var buf [timerBatch]consumequeue.Entry
 	for t.enqueued.Load() < q.MaxOffset() {

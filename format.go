@@ -2,7 +2,9 @@ package mqlite
 
 import (
 	"fmt"
+	"path/filepath"
 
+	"github.com/mqlite/mqlite/commitlog"
 	"github.com/mqlite/mqlite/internal/cfgfile"
 	"github.com/mqlite/mqlite/internal/errs"
 )
@@ -34,6 +36,12 @@ func (s *Store) adoptFormat(explicitSegment bool) error {
 			return nil // an old store, or one being created: the options stand
 		}
 		return cfgfile.Write(s.fs, dir, formatFile, formatMagic, formatVersion, storeFormat{SegmentSize: s.opts.SegmentSize})
+	}
+	if f.SegmentSize < commitlog.MinSegmentSize || f.SegmentSize > commitlog.MaxSegmentSize {
+		// Adopted, 0 would mean the default size (and grow the segments
+		// to it), a negative one a negative record limit.
+		return errs.Corrupt(filepath.Join(dir, formatFile), cfgfile.HeaderSize, "segment_size %d outside [%d, %d]",
+			f.SegmentSize, commitlog.MinSegmentSize, int64(commitlog.MaxSegmentSize))
 	}
 	if f.SegmentSize != s.opts.SegmentSize {
 		if explicitSegment {

@@ -195,8 +195,8 @@ func (o *Options) withDefaults() (Options, error) {
 		c.DelayLevels = DefaultDelayLevels
 	}
 	c.DelayLevels = slices.Clone(c.DelayLevels)
-	if len(c.DelayLevels) == 0 || len(c.DelayLevels) > 64 {
-		problems = append(problems, fmt.Errorf("%d DelayLevels, want 1..64", len(c.DelayLevels)))
+	if len(c.DelayLevels) == 0 || len(c.DelayLevels) > maxDelayLevels {
+		problems = append(problems, fmt.Errorf("%d DelayLevels, want 1..%d", len(c.DelayLevels), maxDelayLevels))
 	}
 	for i, d := range c.DelayLevels {
 		if d <= 0 {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"time"
@@ -58,11 +59,62 @@ func newScheduler(s *Store) (*scheduler, error) {
 	if _, err := s.topics.EnsureAtLeast(topic.Schedule, len(d.levels)); err != nil {
 		return nil, err
 	}
-	if _, err := cfgfile.Read(s.fs, s.path(configDir), delayFile, delayMagic, delayVersion, &d.progress); err != nil {
+	var err error
+	if d.progress, err = s.loadDelayProgress(); err != nil {
 		return nil, err
 	}
 	d.saved = maps.Clone(d.progress)
+	for key, off := range d.progress {
+		level, _ := strconv.Atoi(key) // checked by loadDelayProgress
+		if level > len(d.levels) {
+			continue // a level this Open does not serve: kept as it is
+		}
+		// Before Open returns, so no message sent since is in the queue.
+		if end := s.recoveredEnd(topic.Schedule, level-1); off > end {
+			// The queue lost its tail after the progress was saved (or
+			// the file lies): waiting for offset off would strand every
+			// message sent at this level until the queue got there.
+			s.opts.Logger.Warn("mqlite: delay progress lies past the end of its queue; moved back",
+				"level", level, "progress", off, "end", end)
+			d.progress[key] = end // saved by the next save (saved differs)
+		}
+	}
 	return d, nil
+}
+
+// recoveredEnd is the end of a queue (0 for one never written), for the
+// services' progress checks while Open runs.
+func (s *Store) recoveredEnd(name string, id int) int64 {
+	q, err := s.disp.cq.Queue(name, id, false)
+	if err != nil {
+		return 0
+	}
+	return q.MaxOffset()
+}
+
+// maxDelayLevels bounds Options.DelayLevels.
+const maxDelayLevels = 64
+
+// loadDelayProgress reads the delay levels' progress: an ErrCorrupt naming
+// the file for a key that is not a level (1..64, in decimal as written;
+// levels beyond Options.DelayLevels are kept, from a store that had more)
+// or a negative offset.
+func (s *Store) loadDelayProgress() (map[string]int64, error) {
+	p := map[string]int64{}
+	if _, err := cfgfile.Read(s.fs, s.path(configDir), delayFile, delayMagic, delayVersion, &p); err != nil {
+		return nil, err
+	}
+	file := filepath.Join(s.path(configDir), delayFile)
+	for key, off := range p {
+		level, err := strconv.Atoi(key)
+		switch {
+		case err != nil || strconv.Itoa(level) != key || level < 1 || level > maxDelayLevels:
+			return nil, errs.Corrupt(file, cfgfile.HeaderSize, "level %q is not a delay level 1..%d", key, maxDelayLevels)
+		case off < 0:
+			return nil, errs.Corrupt(file, cfgfile.HeaderSize, "level %s: negative offset %d", key, off)
+		}
+	}
+	return p, nil
 }
 
 func (d *scheduler) start() {
@@ -92,6 +144,12 @@ func (d *scheduler) save() error {
 	if _, err := d.s.log.Flush(); err != nil {
 		return err
 	}
+	// Under FlushSync the dispatcher indexes only flushed records and is
+	// woken by the group commit's flushes; this flush is not one of them.
+	// Without a wake, a record it made durable (a delivery appended just
+	// before) stayed invisible until the next flush, which in an idle store
+	// never came: the group commit found nothing left to sync.
+	d.s.disp.notify()
 	if err := cfgfile.Write(d.s.fs, d.s.path(configDir), delayFile, delayMagic, delayVersion, p); err != nil {
 		return err
 	}

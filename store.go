@@ -158,6 +158,9 @@ func (s *Store) open() error {
 	if err := s.adoptFormat(s.explicitSegment); err != nil {
 		return err
 	}
+	if err := s.checkConfig(); err != nil {
+		return err
+	}
 	clean := !vfs.Exists(s.fs, s.path(abortName))
 	cp, cpOK := s.loadCheckpoint()
 	if err := s.markOpen(); err != nil {
@@ -258,10 +261,22 @@ func (s *Store) openIndexes(cp checkpoint, cpOK bool) error {
 	}
 	s.disp.next = max(start, s.log.MinOffset())
 	err = s.disp.catchUp(end)
-	if errors.Is(err, consumequeue.ErrConflict) {
+	redo := false
+	switch {
+	case errors.Is(err, consumequeue.ErrConflict):
 		// A queue lost entries below the checkpoint (damaged file): rebuild
 		// everything; re-dispatch is idempotent.
 		s.opts.Logger.Warn("mqlite: a ConsumeQueue lost entries; re-dispatching the whole CommitLog", "err", err)
+		redo = true
+	case errors.Is(err, errs.ErrCorrupt) && start > s.log.MinOffset():
+		// The checkpoint's dispatched offset is not where a record starts
+		// (recovery validated the records, not the checkpoint): treat it
+		// as unknown, as a damaged checkpoint. Real damage fails again.
+		s.opts.Logger.Warn("mqlite: the checkpoint's dispatched offset is not a record; re-dispatching the whole CommitLog",
+			"dispatched", cp.dispatched, "err", err)
+		redo = true
+	}
+	if redo {
 		start = s.log.MinOffset()
 		s.disp.next = start
 		err = s.disp.catchUp(end)

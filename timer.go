@@ -67,9 +67,18 @@ func newTimers(s *Store) (*timers, error) {
 	if _, err := s.topics.EnsureAtLeast(topic.Timer, 1); err != nil {
 		return nil, err
 	}
-	var st timerState
-	if _, err := cfgfile.Read(s.fs, s.path(configDir), timerFile, timerMagic, timerVersion, &st); err != nil {
+	st, err := s.loadTimerState()
+	if err != nil {
 		return nil, err
+	}
+	// Before Open returns, so no message sent since is in the queue.
+	if end := s.recoveredEnd(topic.Timer, 0); st.Enqueued > end {
+		// The queue lost its tail after the position was saved (or the
+		// file lies): waiting for offset st.Enqueued would strand every
+		// timer sent until the queue got there.
+		s.opts.Logger.Warn("mqlite: timer progress lies past the end of the timer queue; moved back",
+			"enqueued", st.Enqueued, "end", end)
+		st.Enqueued = end
 	}
 	t.enqueued.Store(st.Enqueued)
 	if err := s.fs.MkdirAll(t.dir, 0o755); err != nil {
@@ -89,6 +98,20 @@ func newTimers(s *Store) (*timers, error) {
 	}
 	slices.Sort(t.buckets)
 	return t, nil
+}
+
+// loadTimerState reads the timer service's progress: an ErrCorrupt naming
+// the file for a negative offset.
+func (s *Store) loadTimerState() (timerState, error) {
+	var st timerState
+	if _, err := cfgfile.Read(s.fs, s.path(configDir), timerFile, timerMagic, timerVersion, &st); err != nil {
+		return timerState{}, err
+	}
+	if st.Enqueued < 0 {
+		return timerState{}, errs.Corrupt(filepath.Join(s.path(configDir), timerFile), cfgfile.HeaderSize,
+			"negative enqueued offset %d", st.Enqueued)
+	}
+	return st, nil
 }
 
 func (t *timers) start() { go t.run() }

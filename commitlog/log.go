@@ -28,6 +28,7 @@ const (
 	DefaultSegmentSize   = 1 << 30
 	DefaultMaxRecordSize = 4<<20 + 64<<10 // RocketMQ: body limit plus 64 KiB
 	MinSegmentSize       = 4096
+	MaxSegmentSize       = 1 << 40 // the largest Options.SegmentSize
 	// DefaultWarmBytes is how far ahead of the write position the
 	// allocator keeps the log pre-faulted by default (warm.go), and how
 	// much of the head of a new segment it pre-faults once it has handed
@@ -174,7 +175,7 @@ func (o *Options) validate() error {
 	if o.SegmentSize == 0 {
 		o.SegmentSize = DefaultSegmentSize
 	}
-	if o.SegmentSize < MinSegmentSize || o.SegmentSize > 1<<40 {
+	if o.SegmentSize < MinSegmentSize || o.SegmentSize > MaxSegmentSize {
 		problems = append(problems, fmt.Errorf("SegmentSize %d outside [%d, 2^40]", o.SegmentSize, MinSegmentSize))
 	}
 	if o.WarmBytes == 0 {

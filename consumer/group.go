@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/mqlite/mqlite/message"
 )
 
 // RetryTopicPrefix + group is the group's retry topic (one queue). Every
@@ -125,10 +127,18 @@ func (r groupRecord) check() error {
 	if _, ok := parseEnum(r.ConsumeFromWhere, ConsumeFromTimestamp, ConsumeFromWhere.String); !ok {
 		return fmt.Errorf("group %s: unknown consumeFromWhere %q", r.Name, r.ConsumeFromWhere)
 	}
+	if r.MaxReconsumeTimes < 0 || r.MaxReconsumeTimes > maxReconsumeTimes {
+		return fmt.Errorf("group %s: maxReconsumeTimes %d outside [0, %d]", r.Name, r.MaxReconsumeTimes, maxReconsumeTimes)
+	}
+	topics := make(map[string]bool, len(r.Subscriptions))
 	for _, s := range r.Subscriptions {
-		if s.Topic == "" {
-			return fmt.Errorf("group %s: subscription with an empty topic", r.Name)
+		if err := message.ValidateTopic(s.Topic, message.MaxSysTopicLen); err != nil {
+			return fmt.Errorf("group %s: subscription topic %q: %v", r.Name, s.Topic, err)
 		}
+		if topics[s.Topic] {
+			return fmt.Errorf("group %s: two subscriptions to topic %s", r.Name, s.Topic)
+		}
+		topics[s.Topic] = true
 	}
 	return nil
 }

@@ -89,7 +89,11 @@ func (mg *Manager) load() error {
 	}
 	if found {
 		for i, r := range gb.Groups {
-			if err := r.check(); err != nil {
+			err := r.check()
+			if err == nil && mg.mu.groups[r.Name] != nil {
+				err = fmt.Errorf("group %s is listed twice", r.Name)
+			}
+			if err != nil {
 				return fmt.Errorf("mqlite/consumer: load groups: %w", corruptAt(mg.o, GroupsFile, "group %d: %v", i, err))
 			}
 			mg.mu.groups[r.Name] = newGroup(mg, r)
@@ -102,9 +106,16 @@ func (mg *Manager) load() error {
 		return fmt.Errorf("mqlite/consumer: load offsets: %w", err)
 	}
 	if found {
+		seen := make(map[offsetKey]bool, len(ob.Offsets))
 		for i, r := range ob.Offsets {
-			if r.Group == "" || r.Topic == "" || r.Queue < 0 || r.Offset < 0 {
-				return fmt.Errorf("mqlite/consumer: load offsets: %w", corruptAt(mg.o, OffsetsFile, "record %d: %+v is invalid", i, r))
+			err := r.check()
+			if k := r.key(); err == nil && seen[k] {
+				err = errors.New("a second offset for the same group, instance and queue")
+			} else {
+				seen[k] = true
+			}
+			if err != nil {
+				return fmt.Errorf("mqlite/consumer: load offsets: %w", corruptAt(mg.o, OffsetsFile, "record %d: %+v is invalid: %v", i, r, err))
 			}
 		}
 		mg.offsets.load(ob.Offsets)
@@ -327,7 +338,8 @@ type QueueLag struct {
 // Lag reports, for every queue of the group's subscribed topics and every
 // queue with a committed offset, the store's max offset minus the committed
 // one (RocketMQ's consumer lag). ErrGroupNotFound if the group was never
-// seen; topics the store no longer knows are left out.
+// seen; topics the store no longer knows, and queues a topic no longer has
+// (it was deleted and created again with fewer), are left out.
 func (mg *Manager) Lag(group string) ([]QueueLag, error) {
 	gi, err := mg.Group(group)
 	if err != nil {
@@ -367,7 +379,20 @@ func (mg *Manager) Lag(group string) ([]QueueLag, error) {
 		return a.Queue.compare(b.Queue)
 	})
 	out := make([]QueueLag, 0, len(keys))
+	counts := map[string]int{} // queue count per topic, 0 for one the store no longer knows
 	for _, k := range keys {
+		n, ok := counts[k.Topic]
+		if !ok {
+			if n, err = mg.st.QueueCount(k.Topic); err != nil && !errors.Is(err, ErrTopicNotFound) {
+				return nil, fmt.Errorf("mqlite/consumer: lag of %s: %w", k.Queue, err)
+			}
+			counts[k.Topic] = n
+		}
+		if k.ID >= n {
+			// An offset for a queue the topic no longer has (deleted and
+			// created again with fewer queues): nothing to lag behind.
+			continue
+		}
 		maxOff, err := mg.st.MaxOffset(k.Topic, k.ID)
 		if errors.Is(err, ErrTopicNotFound) || errors.Is(err, ErrNotFound) {
 			continue

@@ -2,9 +2,12 @@ package consumer
 
 import (
 	"cmp"
+	"fmt"
 	"slices"
 	"sync"
 	"sync/atomic"
+
+	"github.com/mqlite/mqlite/message"
 )
 
 // offsetKey names one committed offset. Instance is empty for clustering
@@ -64,6 +67,35 @@ type offsetRecord struct {
 	Offset   int64  `json:"offset"`
 }
 
+func (r offsetRecord) key() offsetKey { return offsetKey{r.Group, r.Instance, r.Topic, r.Queue} }
+
+// check validates a record read from OffsetsFile: names as consumers and
+// the store allow them, a queue id and an offset in range. (A queue or a
+// topic the store no longer has is fine: topics can be deleted.)
+func (r offsetRecord) check() error {
+	if err := validName(r.Group); err != nil {
+		return fmt.Errorf("group: %v", err)
+	}
+	if r.Instance != "" {
+		if err := validName(r.Instance); err != nil {
+			return fmt.Errorf("instance: %v", err)
+		}
+	}
+	if err := message.ValidateTopic(r.Topic, message.MaxSysTopicLen); err != nil {
+		return fmt.Errorf("topic: %v", err)
+	}
+	if r.Queue < 0 || r.Queue >= maxQueues {
+		return fmt.Errorf("queue %d outside [0, %d)", r.Queue, maxQueues)
+	}
+	if r.Offset < 0 {
+		return fmt.Errorf("negative offset %d", r.Offset)
+	}
+	return nil
+}
+
+// maxQueues is the store's limit on a topic's queue count (topic.MaxQueues).
+const maxQueues = 1 << 14
+
 // offsetsBody is the JSON body of OffsetsFile.
 type offsetsBody struct {
 	Offsets []offsetRecord `json:"offsets"`
@@ -95,6 +127,6 @@ func (t *offsetTable) load(recs []offsetRecord) {
 	for _, r := range recs {
 		c := &offsetCell{}
 		c.v.Store(r.Offset)
-		t.cells[offsetKey{r.Group, r.Instance, r.Topic, r.Queue}] = c
+		t.cells[r.key()] = c
 	}
 }

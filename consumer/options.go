@@ -251,7 +251,7 @@ func (o Options) withDefaults(now time.Time) (Options, error) {
 	intOpt("ConsumeBatchSize", &o.ConsumeBatchSize, DefaultConsumeBatchSize, MaxBatchSize)
 	intOpt("PullBatchSize", &o.PullBatchSize, DefaultPullBatchSize, MaxBatchSize)
 	intOpt("Goroutines", &o.Goroutines, DefaultGoroutines, MaxGoroutines)
-	intOpt("MaxReconsumeTimes", &o.MaxReconsumeTimes, DefaultMaxReconsumeTimes, 1<<20)
+	intOpt("MaxReconsumeTimes", &o.MaxReconsumeTimes, DefaultMaxReconsumeTimes, maxReconsumeTimes)
 	intOpt("QueueCacheCount", &o.QueueCacheCount, DefaultQueueCacheCount, 1<<24)
 	intOpt("ConsumeMaxSpan", &o.ConsumeMaxSpan, DefaultConsumeMaxSpan, 1<<30)
 	switch {
@@ -372,6 +372,9 @@ func validName(s string) error {
 	}
 	return nil
 }
+
+// maxReconsumeTimes bounds Options.MaxReconsumeTimes.
+const maxReconsumeTimes = 1 << 20
 
 // maxNameLen leaves room for the "%RETRY%" prefix in a 255-byte system topic.
 const maxNameLen = 255 - len(RetryTopicPrefix)

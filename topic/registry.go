@@ -3,6 +3,7 @@ package topic
 import (
 	"fmt"
 	"maps"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -54,15 +55,29 @@ func Open(fs vfs.FS, dir string, now func() time.Time) (*Registry, error) {
 	r := &Registry{fs: fs, dir: dir, now: now}
 	m := map[string]record{}
 	if _, err := cfgfile.Read(fs, dir, File, fileMagic, fileVersion, &m); err != nil {
-		return nil, err
+		return nil, err // a null body among them: it would leave m nil
 	}
 	for name, rec := range m {
-		if err := (Config{Queues: rec.Queues}).validate(); err != nil {
-			return nil, errs.Corrupt(dir+"/"+File, 0, "topic %q: %v", name, err)
+		if err := rec.check(name); err != nil {
+			return nil, errs.Corrupt(filepath.Join(dir, File), cfgfile.HeaderSize, "topic %q: %v", name, err)
 		}
 	}
 	r.topics.Store(&m)
 	return r, nil
+}
+
+// check validates a record read from the file against the rules every
+// change obeys: a system topic has a system name, a user topic a user one
+// (ValidateName), and the queue count is in range.
+func (rec record) check(name string) error {
+	if rec.System {
+		if err := ValidateSystem(name); err != nil {
+			return fmt.Errorf("system topic: %w", err)
+		}
+	} else if err := ValidateName(name); err != nil {
+		return fmt.Errorf("user topic: %w", err)
+	}
+	return Config{Queues: rec.Queues}.validate()
 }
 
 // Get returns the configuration of a topic, or ErrTopicNotFound.

@@ -25,7 +25,7 @@ const configDir = "store/config"
 
 // env is one store (fake), its config directory and the current service.
 type env struct {
-	t    *testing.T
+	t    testing.TB
 	clk  *clock.Fake
 	st   *fakeStore
 	fs   *vfs.MemFS
@@ -34,7 +34,7 @@ type env struct {
 	logs *syncBuffer
 }
 
-func newEnv(t *testing.T, o txn.ServiceOptions) *env {
+func newEnv(t testing.TB, o txn.ServiceOptions) *env {
 	t.Helper()
 	clk := clock.NewFake(t0)
 	e := &env{t: t, clk: clk, st: newFakeStore(clk), fs: vfs.NewMem(), logs: &syncBuffer{}}

@@ -10,12 +10,14 @@
 //	[12:16) CRC32-C of the body
 //	[16:)   body (JSON)
 //
-// A file with another magic, an unknown version, a wrong length or a bad
-// checksum is an ErrCorrupt naming the file: configuration is never
-// guessed at.
+// A file with another magic, an unknown version, a wrong length, a bad
+// checksum or a body that is not JSON for the expected type (or is null) is
+// an ErrCorrupt naming the file: configuration is never guessed at. Each
+// loader then checks what the values mean.
 package cfgfile
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -38,13 +40,21 @@ func Encode(magic, version uint32, v any) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mqlite: encode config: %w", err)
 	}
+	return Frame(magic, version, body), nil
+}
+
+// Frame returns the file bytes for an encoded body: the header (magic,
+// version, length and CRC32-C of body) followed by body. Encode frames the
+// JSON of a value; tests frame bodies of their own (fuzzing the loaders
+// with bodies that pass every header check).
+func Frame(magic, version uint32, body []byte) []byte {
 	b := make([]byte, HeaderSize+len(body))
 	binary.LittleEndian.PutUint32(b[0:], magic)
 	binary.LittleEndian.PutUint32(b[4:], version)
 	binary.LittleEndian.PutUint32(b[8:], uint32(len(body)))
 	binary.LittleEndian.PutUint32(b[12:], crc32.Checksum(body, castagnoli))
 	copy(b[HeaderSize:], body)
-	return b, nil
+	return b
 }
 
 // Decode checks b (the contents of path) and unmarshals its body into v.
@@ -66,6 +76,11 @@ func Decode(path string, b []byte, magic, version uint32, v any) error {
 	body := b[HeaderSize:]
 	if le.Uint32(b[12:]) != crc32.Checksum(body, castagnoli) {
 		return errs.Corrupt(path, 12, "CRC32-C checksum mismatch")
+	}
+	if bytes.Equal(bytes.TrimSpace(body), []byte("null")) {
+		// Unmarshal would leave v as it was (a map as nil): no file is
+		// ever written so.
+		return errs.Corrupt(path, HeaderSize, "bad body: null, not an object")
 	}
 	if err := json.Unmarshal(body, v); err != nil {
 		return errs.Corrupt(path, HeaderSize, "bad body: %v", err)

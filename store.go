@@ -88,7 +88,12 @@ type RecoveryReport struct {
 	CommitLogEnd    int64 // end of the last valid record
 	TruncatedBytes  int64 // torn-tail bytes discarded
 	DroppedRecords  int   // valid-looking records discarded after a torn tail (never acknowledged by FlushSync)
-	Redispatched    int64 // CommitLog bytes re-dispatched into the ConsumeQueue and IndexFile
+	// LostFlushedBytes is how far the checkpoint's flushed offset is past
+	// CommitLogEnd: CommitLog bytes that had been flushed, and so
+	// acknowledged, and are gone (a damaged, cut or zeroed tail, or a
+	// missing last segment). Nonzero means acknowledged messages are lost.
+	LostFlushedBytes int64
+	Redispatched     int64 // CommitLog bytes re-dispatched into the ConsumeQueue and IndexFile
 }
 
 // Open opens (creating if needed) the store in dir. A nil opts means the
@@ -177,7 +182,7 @@ func (s *Store) open() error {
 	}
 	rep := s.log.Report()
 	s.recovery = RecoveryReport{CleanShutdown: clean, CheckpointFound: cpOK, CommitLogEnd: rep.End,
-		TruncatedBytes: rep.TruncatedBytes, DroppedRecords: rep.DroppedRecords}
+		TruncatedBytes: rep.TruncatedBytes, DroppedRecords: rep.DroppedRecords, LostFlushedBytes: rep.LostFlushed}
 	if err := s.openIndexes(cp, cpOK); err != nil {
 		return err
 	}

@@ -108,6 +108,12 @@ type Report struct {
 	TruncatedBytes  int64 // non-zero bytes discarded after End
 	DroppedRecords  int   // valid-looking records discarded after a torn tail
 	RemovedSegments int
+	// LostFlushed is how far Options.Trusted is past End: bytes that had
+	// been durably flushed and are gone (a damaged, cut or zeroed tail, or
+	// a missing last segment). A torn tail is truncated even there (a
+	// clean close's last record may be torn too); this says it cost data
+	// that was acknowledged as durable.
+	LostFlushed int64
 }
 
 // Log is a segmented, memory-mapped append-only log. Append, Flush, reads

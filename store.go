@@ -253,6 +253,12 @@ func (s *Store) openIndexes(cp checkpoint, cpOK bool) error {
 	if cpOK && cqExisted && idxExisted {
 		start = min(max(cp.dispatched, start), idx.EndPhyOffset(), end)
 	}
+	if e, ok := cq.RepairedPhysEnd(); ok {
+		// Recovery dropped entries of a queue (damage in its files): they
+		// are rebuilt from where that queue now ends, which may be far
+		// below the checkpoint if no later record belongs to it.
+		start = min(start, max(e, s.log.MinOffset()))
+	}
 	s.disp.next = max(start, s.log.MinOffset())
 	err = s.disp.catchUp(end)
 	if errors.Is(err, consumequeue.ErrConflict) {

@@ -263,7 +263,9 @@ func (s *Store) openIndexes(cp checkpoint, cpOK bool) error {
 	err = s.disp.catchUp(end)
 	if errors.Is(err, consumequeue.ErrConflict) {
 		// A queue lost entries below the checkpoint (damaged file): rebuild
-		// everything; re-dispatch is idempotent.
+		// everything; re-dispatch is idempotent. A conflict again means a
+		// queue holds entries of other records (an ErrCorrupt locating it):
+		// Open fails, and RebuildIndexes rebuilds the queues.
 		s.opts.Logger.Warn("mqlite: a ConsumeQueue lost entries; re-dispatching the whole CommitLog", "err", err)
 		start = s.log.MinOffset()
 		s.disp.next = start

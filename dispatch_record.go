@@ -60,7 +60,7 @@ func (d *dispatcher) queue(topic []byte, id int32) (*consumequeue.Queue, error) 
 
 // dispatch adds one record to the batch, applying the batch when full.
 func (d *dispatcher) dispatch(r commitlog.Record) error {
-	if err := checkPayload(r); err != nil {
+	if err := d.s.checkPayload(r); err != nil {
 		return err
 	}
 	v := viewOf(r)

@@ -7,6 +7,7 @@ import (
 	"hash/crc32"
 	"log/slog"
 	"math"
+	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"sort"
@@ -258,6 +259,14 @@ func (l *Log) Report() Report { return l.report }
 
 // SegmentSize returns the segment size.
 func (l *Log) SegmentSize() int64 { return l.opts.SegmentSize }
+
+// Locate names the segment file that holds global offset off and off's
+// position in it, for errors that point at a record: segments are named
+// by their start, so this needs no lookup (the file may be gone).
+func (l *Log) Locate(off int64) (path string, pos int64) {
+	start := off - off%l.opts.SegmentSize
+	return filepath.Join(l.opts.Dir, segmentName(start)), off - start
+}
 
 // MaxRecordSize returns the largest record (frame included) Append takes.
 func (l *Log) MaxRecordSize() int { return l.opts.MaxRecordSize }

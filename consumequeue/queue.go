@@ -157,6 +157,14 @@ func (q *Queue) materializeLocked() error {
 // Dir returns the queue's directory.
 func (q *Queue) Dir() string { return q.dir }
 
+// Locate names the data file that holds the entry at logical offset
+// logical and the entry's byte offset in it, for errors that point at an
+// entry: files are named by their first entry, so this needs no lookup.
+func (q *Queue) Locate(logical int64) (path string, off int64) {
+	start := logical - logical%q.perFile
+	return filepath.Join(q.dir, fileName(start*EntrySize)), (logical - start) * EntrySize
+}
+
 // MinOffset returns the first logical offset that can be read.
 func (q *Queue) MinOffset() int64 { return q.min.Load() }
 

@@ -115,6 +115,9 @@ func fzCases(g *fzGolden) []struct {
 		{"remove the index directory", []mutation{{kind: mutRemoveDir, file: p("index")}}, fzWant{verifyOK: true}},
 		{"remove the config directory", []mutation{{kind: mutRemoveDir, file: p(configDir)}}, fzWant{verifyOK: true}},
 		// Found by the fuzzer.
+		{"the schedule queue's file moved into the half queue", []mutation{{kind: mutRename,
+			file: p("consumequeue", ScheduleTopic, "17", "00000000000000000000"), target: p("consumequeue", HalfTopic, "0", "00000000000000000000")}},
+			fzWant{openErr: ErrCorrupt, errPath: p("consumequeue", HalfTopic, "0", "00000000000000000000")}},
 		{"a ConsumeQueue file moved into another queue", []mutation{{kind: mutRename, file: cq0,
 			target: p("consumequeue", HalfTopic, "0", "00000000000000000000")}},
 			fzWant{openErr: ErrCorrupt, errPath: p("consumequeue", HalfTopic, "0")}},

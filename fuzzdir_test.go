@@ -139,7 +139,7 @@ func openAndCheck(t *testing.T, g *fzGolden, fs vfs.FS, dir string, muts []mutat
 		var ce *CorruptError
 		if errors.As(err, &ce) {
 			require.ErrorIs(t, err, ErrCorrupt, "%s %v", what, muts)
-			require.True(t, strings.HasPrefix(ce.Path, dir), "%s %v: %v does not name the damaged file", what, muts, err)
+			require.True(t, strings.HasPrefix(ce.Path, dir+"/"), "%s %v: %v does not name a file of the store", what, muts, err)
 		} else {
 			require.True(t, errors.Is(err, consumequeue.ErrIncompatible) || errors.Is(err, indexfile.ErrVersion),
 				"%s %v: %v matches neither ErrCorrupt nor a version refusal", what, muts, err)
@@ -195,6 +195,7 @@ func fzTrusted(fs vfs.FS, dir string) (int64, bool) {
 // problem in Verify, or be ErrNotFound for a record whose loss is
 // accounted for as above.
 func checkOpened(t *testing.T, g *fzGolden, s *Store, trusted int64, cpOK, registryLost bool, what func() string) *fzResult {
+	dir := s.Dir()
 	ctx := context.Background()
 	rep := s.Recovery()
 	vr, err := s.Verify(ctx, nil)
@@ -235,6 +236,7 @@ func checkOpened(t *testing.T, g *fzGolden, s *Store, trusted int64, cpOK, regis
 		for _, err := range errs {
 			check(errors.Is(err, ErrCorrupt) || errors.Is(err, ErrNotFound), "read: %v", err)
 			check(!vr.OK, "read failed but Verify found nothing: %v", err)
+			checkNamesFile(err, dir, check)
 		}
 		for _, m := range got {
 			want := g.byOff[m.CommitLogOffset]
@@ -258,12 +260,21 @@ func checkOpened(t *testing.T, g *fzGolden, s *Store, trusted int64, cpOK, regis
 		if err != nil {
 			check(errors.Is(err, ErrCorrupt) || errors.Is(err, ErrNotFound), "ReadAt(%d): %v", off, err)
 			check(lost(off), "ReadAt(%d) failed without a report: %v", off, err)
+			checkNamesFile(err, dir, check)
 			continue
 		}
 		check(sameMessage(m, want), "the record at %d differs from what was written", off)
 	}
 	checkOffsets(g, s, check)
 	return res
+}
+
+// checkNamesFile checks that an ErrCorrupt names a file of the store.
+func checkNamesFile(err error, dir string, check func(bool, string, ...any)) {
+	var ce *CorruptError
+	if errors.Is(err, ErrCorrupt) {
+		check(errors.As(err, &ce) && strings.HasPrefix(ce.Path, dir+"/"), "%v does not name a file of the store", err)
+	}
 }
 
 // reregister registers topic again, with the golden queue count: as a

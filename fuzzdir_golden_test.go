@@ -5,8 +5,10 @@ package mqlite
 // its messages kept to compare against whatever a damaged copy delivers.
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"path"
 	"slices"
@@ -45,9 +47,8 @@ type fzGolden struct {
 	queues     map[fzQueue][]int64
 	end        int64             // the CommitLog's end
 	committed  map[fzQueue]int64 // group fzGroup's committed offsets
-	lag        []QueueLag
-	checkpoint checkpoint      // as Close wrote it
-	system     map[string]bool // the system topics
+	checkpoint checkpoint        // as Close wrote it
+	system     map[string]bool   // the system topics
 }
 
 const fzGroup = "billing"
@@ -180,9 +181,6 @@ func fillGolden(s *Store) (*fzGolden, error) {
 	}
 	g := &fzGolden{byOff: map[int64]*MessageExt{}, queues: map[fzQueue][]int64{}, committed: committed,
 		end: s.log.WrotePosition(), system: map[string]bool{}}
-	if g.lag, err = s.ConsumerLag(fzGroup); err != nil {
-		return nil, err
-	}
 	var offs []int64
 	if _, err := s.log.Scan(s.log.MinOffset(), g.end, true, func(r commitlog.Record) error {
 		offs = append(offs, r.Offset)
@@ -211,6 +209,13 @@ func fillGolden(s *Store) (*fzGolden, error) {
 		}
 	}
 	return g, nil
+}
+
+// queueNames lists the golden queues in order (topic, then id).
+func (g *fzGolden) queueNames() []fzQueue {
+	out := slices.Collect(maps.Keys(g.queues))
+	slices.SortFunc(out, func(a, b fzQueue) int { return cmp.Or(cmp.Compare(a.topic, b.topic), cmp.Compare(a.id, b.id)) })
+	return out
 }
 
 // queueOffsetsFrom lists, in order, the CommitLog offsets of the golden

@@ -4,8 +4,9 @@ package mqlite
 // database file" fuzzing, applied to a whole store directory. Each input
 // is a mutation script (fuzzdir_script_test.go) applied to a copy of the
 // golden store (fuzzdir_golden_test.go); the damaged copy is opened, and
-// either Open fails with an error matching ErrCorrupt, or the store
-// passes checkOpened, closes cleanly and opens again with the same
+// either Open fails with an error matching ErrCorrupt that names a file
+// of the store (or refuses a file of another format version), or the
+// store passes checkOpened, closes cleanly and opens again with the same
 // content. Never a panic, a hang (a watchdog panics with every stack), or
 // a goroutine left running.
 //
@@ -233,7 +234,8 @@ func checkOpened(t *testing.T, g *fzGolden, s *Store, trusted int64, cpOK, regis
 	}
 
 	res := &fzResult{recovery: rep, verifyOK: vr.OK, delivered: map[int64]bool{}}
-	for q, offs := range g.queues {
+	for _, q := range g.queueNames() {
+		offs := g.queues[q]
 		if _, err := s.Topic(q.topic); errors.Is(err, ErrTopicNotFound) {
 			// The topic is not registered: only a lost registry file does
 			// that, and it loses no message, as registering it again shows.

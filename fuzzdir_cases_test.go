@@ -6,17 +6,23 @@ package mqlite
 // for the mapped-memory paths, on real files.
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"path"
 	"path/filepath"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/mqlite/mqlite/clock"
 	"github.com/mqlite/mqlite/consumequeue"
 	"github.com/mqlite/mqlite/indexfile"
 	"github.com/mqlite/mqlite/internal/vfs"
+	"github.com/mqlite/mqlite/topic"
 )
 
 // fzWant is the outcome a script must have, on top of the harness's
@@ -115,6 +121,12 @@ func fzCases(g *fzGolden) []struct {
 		{"remove the index directory", []mutation{{kind: mutRemoveDir, file: p("index")}}, fzWant{verifyOK: true}},
 		{"remove the config directory", []mutation{{kind: mutRemoveDir, file: p(configDir)}}, fzWant{verifyOK: true}},
 		// Found by the fuzzer.
+		{"the schedule queue's file moved into the timer queue, timer progress lost", []mutation{{kind: mutRename,
+			file: p("consumequeue", ScheduleTopic, "17", "00000000000000000000"), target: p("consumequeue", topic.Timer, "0", "00000000000000000000")},
+			{kind: mutDelete, file: p(configDir, "timer.json")}},
+			fzWant{lost: func(g *fzGolden) []int64 {
+				return slices.Sorted(slices.Values([]int64{g.queues[fzQueue{ScheduleTopic, 17}][0], g.queues[fzQueue{topic.Timer, 0}][0]}))
+			}}},
 		{"the schedule queue's file moved into the half queue", []mutation{{kind: mutRename,
 			file: p("consumequeue", ScheduleTopic, "17", "00000000000000000000"), target: p("consumequeue", HalfTopic, "0", "00000000000000000000")}},
 			fzWant{openErr: ErrCorrupt, errPath: p("consumequeue", HalfTopic, "0", "00000000000000000000")}},
@@ -167,3 +179,62 @@ func TestOpenCorruptedDirCases(t *testing.T) {
 		}
 	}
 }
+
+// TestDamagedScheduleQueueDeliversNothingEarly: the timer queue's file in
+// the place of delay level 18's makes that level's entry point at the
+// timed message. Once due by its own store time, the scheduler must not
+// deliver that message (early, and as a delayed one): it reports the
+// damaged entry and retries, delivering nothing.
+func TestDamagedScheduleQueueDeliversNothingEarly(t *testing.T) {
+	g := golden(t)
+	fs := vfs.NewMem()
+	require.NoError(t, g.copyTo(fs, fzDir))
+	sched := path.Join(fzDir, "consumequeue", ScheduleTopic, "17", "00000000000000000000")
+	require.NoError(t, mutation{kind: mutRename, file: path.Join(fzDir, "consumequeue", topic.Timer, "0", "00000000000000000000"),
+		target: sched}.apply(fs, fzDir))
+	o := fzOptions()
+	clk := o.Clock.(*clock.Fake)
+	failed := make(chan string, 16)
+	o.Logger = slog.New(logFunc(func(msg string, attrs []slog.Attr) {
+		if msg == "mqlite: delayed delivery failed; retrying" {
+			for _, a := range attrs {
+				if a.Key == "err" {
+					select {
+					case failed <- a.Value.String():
+					default:
+					}
+				}
+			}
+		}
+	}))
+	s, err := openFS(fs, fzDir, o)
+	require.NoError(t, err)
+	defer s.Close()
+	before, err := s.MaxOffset("orders", 0)
+	require.NoError(t, err)
+	clk.Advance(3 * time.Hour)
+	select {
+	case msg := <-failed:
+		require.Contains(t, msg, sched)
+		require.Contains(t, msg, "not this queue's")
+	case <-time.After(fzWatchdog):
+		t.Fatal("the scheduler neither failed nor stopped")
+	}
+	require.NoError(t, s.WaitVisible(t.Context()))
+	after, err := s.MaxOffset("orders", 0)
+	require.NoError(t, err)
+	require.Equal(t, before, after, "nothing was delivered")
+}
+
+// logFunc is a slog.Handler calling a function for each record.
+type logFunc func(msg string, attrs []slog.Attr)
+
+func (f logFunc) Enabled(context.Context, slog.Level) bool { return true }
+func (f logFunc) Handle(_ context.Context, r slog.Record) error {
+	var attrs []slog.Attr
+	r.Attrs(func(a slog.Attr) bool { attrs = append(attrs, a); return true })
+	f(r.Message, attrs)
+	return nil
+}
+func (f logFunc) WithAttrs([]slog.Attr) slog.Handler { return f }
+func (f logFunc) WithGroup(string) slog.Handler      { return f }

@@ -302,7 +302,7 @@ func crashVerify(t *testing.T, dir, mode string, seg int64, acked map[int64]cras
 	// Every record is intact and queue offsets are dense.
 	next := map[int32]int64{}
 	_, err = s.log.Scan(s.log.MinOffset(), s.log.WrotePosition(), true, func(r commitlog.Record) error {
-		if err := checkPayload(r); err != nil {
+		if err := s.checkPayload(r); err != nil {
 			return err
 		}
 		v := viewOf(r)

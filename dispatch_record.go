@@ -1,11 +1,13 @@
 package mqlite
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/mqlite/mqlite/commitlog"
 	"github.com/mqlite/mqlite/consumequeue"
 	"github.com/mqlite/mqlite/indexfile"
+	"github.com/mqlite/mqlite/internal/errs"
 	"github.com/mqlite/mqlite/message"
 	"github.com/mqlite/mqlite/topic"
 )
@@ -58,7 +60,7 @@ func (d *dispatcher) queue(topic []byte, id int32) (*consumequeue.Queue, error) 
 
 // dispatch adds one record to the batch, applying the batch when full.
 func (d *dispatcher) dispatch(r commitlog.Record) error {
-	if err := checkPayload(r); err != nil {
+	if err := d.s.checkPayload(r); err != nil {
 		return err
 	}
 	v := viewOf(r)
@@ -108,6 +110,13 @@ func (d *dispatcher) apply() error {
 		n, err := t.q.AppendBatch(t.offset, b.entries[i:j])
 		if err != nil {
 			b.failedAt = b.entries[i+n].Offset
+			if errors.Is(err, consumequeue.ErrConflict) {
+				// The queue holds entries that are not its records' (the
+				// CommitLog is the truth): damage, located in the queue.
+				logical := t.offset + int64(n)
+				err = errors.Join(err, errs.Corrupt(t.q.Dir(), logical*consumequeue.EntrySize,
+					"the queue disagrees with the CommitLog record at %d, which is its entry %d", b.failedAt, logical))
+			}
 			return fmt.Errorf("mqlite: dispatch record at %d: %w", b.failedAt, err)
 		}
 		i = j

@@ -103,8 +103,10 @@
 //   - FlushAsync: kill -9 loses nothing the OS accepted; power loss may lose
 //     the last flush interval, never what was flushed before.
 //   - Recovery never panics on damaged files: a torn tail is truncated and
-//     reported (Store.Recovery); damage followed by data proven durable is
-//     an ErrCorrupt naming the file and offset, and nothing is changed.
+//     reported (Store.Recovery; LostFlushedBytes when the checkpoint says
+//     it had been flushed, as for a missing last segment); damage followed
+//     by data proven durable is an ErrCorrupt naming the file and offset,
+//     and nothing is changed.
 //   - A failed sync fences the store: the waiting senders get the error,
 //     later writes get ErrFenced, reads keep working, and nothing is
 //     acknowledged that is not on disk. So does an I/O error that stops

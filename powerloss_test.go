@@ -115,7 +115,7 @@ func plCheck(t *testing.T, s *Store, msgs []plMsg, what string) []plMsg {
 	var kept []plMsg
 	next := map[int32]int64{}
 	_, err := s.log.Scan(s.log.MinOffset(), end, true, func(r commitlog.Record) error {
-		if err := checkPayload(r); err != nil {
+		if err := s.checkPayload(r); err != nil {
 			return err
 		}
 		v := viewOf(r)

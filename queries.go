@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"iter"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -146,17 +148,29 @@ func (s *Store) readEntries(topic string, queue int, from int64, ents []consumeq
 func (s *Store) decodeEntry(batch *message.Batch, topic string, queue int, logical int64, e consumequeue.Entry, r commitlog.Record) (*MessageExt, error) {
 	m, err := batch.DecodeAt(r.Payload, r.Offset)
 	if err != nil {
-		return nil, errs.Corrupt("commitlog", r.Offset, "%v", err)
+		return nil, s.corruptRecord(r.Offset, "%v", err)
 	}
 	if m.Topic != topic || int(m.QueueID) != queue || m.QueueOffset != logical || r.Size != int(e.Size) {
-		return nil, errs.Corrupt("consumequeue/"+topic, logical, "entry points at %s/%d@%d, not this queue", m.Topic, m.QueueID, m.QueueOffset)
+		return nil, s.corruptEntry(topic, queue, logical, "entry points at commitlog offset %d, which holds %s/%d@%d, not this queue's",
+			r.Offset, m.Topic, m.QueueID, m.QueueOffset)
 	}
 	if err := message.Inflate(&m.Message, s.opts.MaxMessageSize); err != nil {
-		return nil, errs.Corrupt("commitlog", r.Offset, "%v", err)
+		return nil, s.corruptRecord(r.Offset, "%v", err)
 	}
 	m.CommitLogOffset = r.Offset
 	m.StoreSize = int32(r.Size)
 	return m, nil
+}
+
+// corruptEntry is an ErrCorrupt for the ConsumeQueue entry at logical
+// offset logical of the queue, naming its file and its position there.
+func (s *Store) corruptEntry(topic string, queue int, logical int64, format string, args ...any) error {
+	q, err := s.disp.cq.Queue(topic, queue, false)
+	if err != nil {
+		return errs.Corrupt(filepath.Join(s.path("consumequeue"), topic, strconv.Itoa(queue)), logical*consumequeue.EntrySize, format, args...)
+	}
+	path, off := q.Locate(logical)
+	return errs.Corrupt(path, off, format, args...)
 }
 
 // ReadQueue returns up to max messages of the queue from logical offset
@@ -288,7 +302,7 @@ func (s *Store) Messages(topic string, queue int, from int64) iter.Seq2[*Message
 func (s *Store) storeMsOf(e consumequeue.Entry) (int64, error) {
 	var ms int64
 	err := s.log.Read(e.Offset, func(r commitlog.Record) error {
-		if err := checkPayload(r); err != nil {
+		if err := s.checkPayload(r); err != nil {
 			return err
 		}
 		ms = viewOf(r).StoreMs()

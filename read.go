@@ -1,6 +1,8 @@
 package mqlite
 
 import (
+	"fmt"
+
 	"github.com/mqlite/mqlite/commitlog"
 	"github.com/mqlite/mqlite/internal/errs"
 	"github.com/mqlite/mqlite/message"
@@ -21,11 +23,20 @@ type MessageView = message.View
 
 func viewOf(r commitlog.Record) message.View { return message.View(r.Payload) }
 
-func checkPayload(r commitlog.Record) error {
+// checkPayload checks the structure of a record's payload (its frame and
+// checksum were verified by the read).
+func (s *Store) checkPayload(r commitlog.Record) error {
 	if err := message.CheckPayload(r.Payload); err != nil {
-		return errs.Corrupt("commitlog", r.Offset, "%v", err)
+		return s.corruptRecord(r.Offset, "%v", err)
 	}
 	return nil
+}
+
+// corruptRecord is an ErrCorrupt for the record at CommitLog offset off,
+// naming its segment file and its position there.
+func (s *Store) corruptRecord(off int64, format string, args ...any) error {
+	path, pos := s.log.Locate(off)
+	return errs.Corrupt(path, pos, "record at commitlog offset %d: %s", off, fmt.Sprintf(format, args...))
 }
 
 // ReadAt returns a copy of the message stored at CommitLog offset off.
@@ -35,14 +46,14 @@ func (s *Store) ReadAt(off int64) (*MessageExt, error) {
 	}
 	ext := &MessageExt{}
 	err := s.log.Read(off, func(r commitlog.Record) error {
-		if err := checkPayload(r); err != nil {
+		if err := s.checkPayload(r); err != nil {
 			return err
 		}
 		if err := message.DecodeAt(r.Payload, r.Offset, ext); err != nil {
-			return errs.Corrupt("commitlog", r.Offset, "%v", err)
+			return s.corruptRecord(r.Offset, "%v", err)
 		}
 		if err := message.Inflate(&ext.Message, s.opts.MaxMessageSize); err != nil {
-			return errs.Corrupt("commitlog", r.Offset, "%v", err)
+			return s.corruptRecord(r.Offset, "%v", err)
 		}
 		ext.CommitLogOffset = r.Offset
 		ext.StoreSize = int32(r.Size)
@@ -74,7 +85,7 @@ func (s *Store) View(off int64, fn func(MessageView) error) error {
 		return errs.ErrClosed
 	}
 	return s.log.Read(off, func(r commitlog.Record) error {
-		if err := checkPayload(r); err != nil {
+		if err := s.checkPayload(r); err != nil {
 			return err
 		}
 		return fn(viewOf(r))

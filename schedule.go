@@ -243,7 +243,7 @@ func (d *scheduler) run(level int) {
 				return
 			}
 		}
-		m, err := d.head(q, off)
+		m, err := d.head(q, level, off)
 		if err == nil {
 			due := m.StoreTimestamp.Add(d.levels[level-1])
 			if d.s.opts.Clock.Now().Before(due) {
@@ -286,12 +286,23 @@ func (d *scheduler) indexed() bool {
 	}
 }
 
-func (d *scheduler) head(q *consumequeue.Queue, off int64) (*MessageExt, error) {
+// head reads the message that entry off of level's queue q points at,
+// checking that it is that entry's: a damaged queue (say, another queue's
+// file in its place) must not deliver another message early.
+func (d *scheduler) head(q *consumequeue.Queue, level int, off int64) (*MessageExt, error) {
 	e, err := q.Get(off)
 	if err != nil {
 		return nil, err
 	}
-	return d.s.ReadAt(e.Offset)
+	m, err := d.s.ReadAt(e.Offset)
+	if err != nil {
+		return nil, err
+	}
+	if m.Topic != topic.Schedule || int(m.QueueID) != level-1 || m.QueueOffset != off {
+		return nil, d.s.corruptEntry(topic.Schedule, level-1, off, "entry points at commitlog offset %d, which holds %s/%d@%d, not this queue's",
+			e.Offset, m.Topic, m.QueueID, m.QueueOffset)
+	}
+	return m, nil
 }
 
 // deliver stores a due schedule-topic message in its real topic and queue.

@@ -88,7 +88,12 @@ type RecoveryReport struct {
 	CommitLogEnd    int64 // end of the last valid record
 	TruncatedBytes  int64 // torn-tail bytes discarded
 	DroppedRecords  int   // valid-looking records discarded after a torn tail (never acknowledged by FlushSync)
-	Redispatched    int64 // CommitLog bytes re-dispatched into the ConsumeQueue and IndexFile
+	// LostFlushedBytes is how far the checkpoint's flushed offset is past
+	// CommitLogEnd: CommitLog bytes that had been flushed, and so
+	// acknowledged, and are gone (a damaged, cut or zeroed tail, or a
+	// missing last segment). Nonzero means acknowledged messages are lost.
+	LostFlushedBytes int64
+	Redispatched     int64 // CommitLog bytes re-dispatched into the ConsumeQueue and IndexFile
 }
 
 // Open opens (creating if needed) the store in dir. A nil opts means the
@@ -180,7 +185,7 @@ func (s *Store) open() error {
 	}
 	rep := s.log.Report()
 	s.recovery = RecoveryReport{CleanShutdown: clean, CheckpointFound: cpOK, CommitLogEnd: rep.End,
-		TruncatedBytes: rep.TruncatedBytes, DroppedRecords: rep.DroppedRecords}
+		TruncatedBytes: rep.TruncatedBytes, DroppedRecords: rep.DroppedRecords, LostFlushedBytes: rep.LostFlushed}
 	if err := s.openIndexes(cp, cpOK); err != nil {
 		return err
 	}
@@ -259,13 +264,21 @@ func (s *Store) openIndexes(cp checkpoint, cpOK bool) error {
 	if cpOK && cqExisted && idxExisted {
 		start = min(max(cp.dispatched, start), idx.EndPhyOffset(), end)
 	}
+	if e, ok := cq.RepairedPhysEnd(); ok {
+		// Recovery dropped entries of a queue (damage in its files): they
+		// are rebuilt from where that queue now ends, which may be far
+		// below the checkpoint if no later record belongs to it.
+		start = min(start, max(e, s.log.MinOffset()))
+	}
 	s.disp.next = max(start, s.log.MinOffset())
 	err = s.disp.catchUp(end)
 	redo := false
 	switch {
 	case errors.Is(err, consumequeue.ErrConflict):
 		// A queue lost entries below the checkpoint (damaged file): rebuild
-		// everything; re-dispatch is idempotent.
+		// everything; re-dispatch is idempotent. A conflict again means a
+		// queue holds entries of other records (an ErrCorrupt locating it):
+		// Open fails, and RebuildIndexes rebuilds the queues.
 		s.opts.Logger.Warn("mqlite: a ConsumeQueue lost entries; re-dispatching the whole CommitLog", "err", err)
 		redo = true
 	case errors.Is(err, errs.ErrCorrupt) && start > s.log.MinOffset():

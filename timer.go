@@ -294,7 +294,7 @@ func (t *timers) deliverDue() (int64, error) {
 		}
 		slices.SortStableFunc(t.cur, func(a, b timerEntry) int { return cmp.Compare(a.due, b.due) })
 		for len(t.cur) > 0 && t.cur[0].due <= now {
-			if err := t.deliver(t.cur[0].off); err != nil {
+			if err := t.deliver(b, t.cur[0].off); err != nil {
 				return 0, err
 			}
 			t.cur = t.cur[1:]
@@ -318,14 +318,21 @@ func (t *timers) deliverDue() (int64, error) {
 	return 0, nil
 }
 
-// deliver stores the timer message at off in its real topic and queue.
-func (t *timers) deliver(off int64) error {
+// deliver stores the timer message at off, an entry of bucket b, in its
+// real topic and queue. A record that is not a timer message (the timer
+// queue was damaged: another queue's file in its place, say) is not
+// delivered: its entry is an ErrCorrupt.
+func (t *timers) deliver(b, off int64) error {
 	m, err := t.s.ReadAt(off)
 	if err != nil {
 		if errors.Is(err, errs.ErrNotFound) {
 			return nil // removed by retention
 		}
 		return err
+	}
+	if m.Topic != topic.Timer || m.QueueID != 0 {
+		return errs.Corrupt(t.bucketPath(b), 0, "timer entry for commitlog offset %d, which holds %s/%d@%d, not a timer message",
+			off, m.Topic, m.QueueID, m.QueueOffset)
 	}
 	return t.s.deliverDue(m, t.verify, "timer")
 }

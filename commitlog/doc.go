@@ -62,6 +62,10 @@
 //     deleted; and Report says how many bytes and how many valid-looking
 //     records were discarded. Past that point nothing can ever pass for a
 //     record of this segment, so a recycled segment's old records stay.
+//     When the end is below Options.Trusted (the tail was damaged, cut or
+//     zeroed, or the last segment file is missing, with nothing valid
+//     after it), Report.LostFlushed says how many flushed bytes are gone,
+//     and an error is logged.
 //
 // # Retention
 //

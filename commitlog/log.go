@@ -7,6 +7,7 @@ import (
 	"hash/crc32"
 	"log/slog"
 	"math"
+	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"sort"
@@ -109,6 +110,12 @@ type Report struct {
 	TruncatedBytes  int64 // non-zero bytes discarded after End
 	DroppedRecords  int   // valid-looking records discarded after a torn tail
 	RemovedSegments int
+	// LostFlushed is how far Options.Trusted is past End: bytes that had
+	// been durably flushed and are gone (a damaged, cut or zeroed tail, or
+	// a missing last segment). A torn tail is truncated even there (a
+	// clean close's last record may be torn too); this says it cost data
+	// that was acknowledged as durable.
+	LostFlushed int64
 }
 
 // Log is a segmented, memory-mapped append-only log. Append, Flush, reads
@@ -253,6 +260,14 @@ func (l *Log) Report() Report { return l.report }
 
 // SegmentSize returns the segment size.
 func (l *Log) SegmentSize() int64 { return l.opts.SegmentSize }
+
+// Locate names the segment file that holds global offset off and off's
+// position in it, for errors that point at a record: segments are named
+// by their start, so this needs no lookup (the file may be gone).
+func (l *Log) Locate(off int64) (path string, pos int64) {
+	start := off - off%l.opts.SegmentSize
+	return filepath.Join(l.opts.Dir, segmentName(start)), off - start
+}
 
 // MaxRecordSize returns the largest record (frame included) Append takes.
 func (l *Log) MaxRecordSize() int { return l.opts.MaxRecordSize }

@@ -231,6 +231,7 @@ func (l *Log) recover() error {
 		break
 	}
 	end := segs[i].start + pos
+	l.report.LostFlushed = max(0, l.opts.Trusted-end)
 	zeroTail := fresh || k == kZero && l.opts.CleanShutdown
 	var tail [][2]int64 // what may hold data after pos: the rest reads as zeros
 	if !zeroTail {
@@ -262,6 +263,10 @@ func (l *Log) recover() error {
 	if l.report.TruncatedBytes > 0 || l.report.RemovedSegments > 0 {
 		l.opts.Logger.Warn("mqlite/commitlog: torn tail truncated", "end", end, "bytes", l.report.TruncatedBytes,
 			"records", l.report.DroppedRecords, "segments", l.report.RemovedSegments, "reason", reason)
+	}
+	if l.report.LostFlushed > 0 {
+		l.opts.Logger.Error("mqlite/commitlog: the log ends before what was flushed: durable records are lost",
+			"end", end, "flushed", l.opts.Trusted, "lost", l.report.LostFlushed, "reason", reason)
 	}
 	return nil
 }

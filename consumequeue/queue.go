@@ -46,6 +46,9 @@ type Queue struct {
 	// readOnly is set at open (Options.ReadOnly): nothing is written, and
 	// the mappings are read-only (readonly.go).
 	readOnly bool
+	// repaired is set by recovery, before the queue is published: it
+	// dropped entries or brought a file to size (see Repaired).
+	repaired bool
 
 	mu struct {
 		sync.Mutex
@@ -155,6 +158,14 @@ func (q *Queue) materializeLocked() error {
 // Dir returns the queue's directory.
 func (q *Queue) Dir() string { return q.dir }
 
+// Locate names the data file that holds the entry at logical offset
+// logical and the entry's byte offset in it, for errors that point at an
+// entry: files are named by their first entry, so this needs no lookup.
+func (q *Queue) Locate(logical int64) (path string, off int64) {
+	start := logical - logical%q.perFile
+	return filepath.Join(q.dir, fileName(start*EntrySize)), (logical - start) * EntrySize
+}
+
 // MinOffset returns the first logical offset that can be read.
 func (q *Queue) MinOffset() int64 { return q.min.Load() }
 
@@ -162,6 +173,13 @@ func (q *Queue) MinOffset() int64 { return q.min.Load() }
 // entries [MinOffset, MaxOffset) can be read. MaxOffset-MinOffset is the
 // number of readable entries.
 func (q *Queue) MaxOffset() int64 { return q.max.Load() }
+
+// Repaired reports whether Open repaired the queue: it dropped entries
+// (a damaged or torn tail, a gap between files and the files after it)
+// or brought a file of the wrong size to size. The dropped entries are
+// derived data: re-dispatching the CommitLog from MaxPhysEnd restores
+// them.
+func (q *Queue) Repaired() bool { return q.repaired }
 
 // MaxPhysEnd returns Offset+Size of the last entry (0 if the queue's files
 // hold none, e.g. new or truncated to its start): how far the CommitLog has

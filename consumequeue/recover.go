@@ -118,6 +118,7 @@ func (q *Queue) recover() error {
 	for i := 1; i < len(files); i++ {
 		if files[i].start != files[i-1].start+q.perFile {
 			q.log.Warn("consumequeue: gap before data file; dropping it and the files after it", "file", files[i].path)
+			q.repaired = true
 			keep = i
 			break
 		}
@@ -178,6 +179,9 @@ func (q *Queue) recover() error {
 			segs = segs[:stop]
 			stop = -1
 		}
+	}
+	if len(drop) > 0 {
+		q.repaired = true
 	}
 	for _, f := range drop {
 		q.log.Warn("consumequeue: removing data file after the recovered end", "file", f.path)
@@ -241,6 +245,9 @@ func (q *Queue) openSegment(df dataFile) (*segment, error) {
 	if err != nil {
 		return fail(err)
 	}
+	if size != int64(q.fileSize) {
+		q.repaired = true // the cut entries are gone
+	}
 	m, err := f.Map(q.fileSize)
 	if err != nil {
 		return fail(err)
@@ -298,6 +305,7 @@ func (q *Queue) zeroTail(s *segment, slot int64) error {
 	}
 	q.log.Warn("consumequeue: invalid entry; dropping it and everything after it (re-dispatch rebuilds them)",
 		"file", s.path, "offset", lo, "valid_entries_after", valid)
+	q.repaired = true
 	clear(s.b[lo:hi])
 	if err := s.m.Sync(lo, hi-lo); err != nil {
 		return fmt.Errorf("mqlite/consumequeue: sync %s: %w", s.path, errs.Disk(err))

@@ -223,6 +223,20 @@ func (s *Store) MaxPhysEnd() int64 {
 	return end
 }
 
+// RepairedPhysEnd returns the smallest MaxPhysEnd over the queues that Open
+// repaired (Queue.Repaired), and whether there is one: re-dispatching the
+// CommitLog from there restores every entry recovery dropped. Queues with
+// no entry left count 0.
+func (s *Store) RepairedPhysEnd() (end int64, ok bool) {
+	s.each(func(_ QueueID, q *Queue) error {
+		if q.Repaired() && (!ok || q.MaxPhysEnd() < end) {
+			end, ok = q.MaxPhysEnd(), true
+		}
+		return nil
+	})
+	return end, ok
+}
+
 // TruncateAfterPhys calls TruncateAfterPhys(end) on every queue.
 func (s *Store) TruncateAfterPhys(end int64) error {
 	return s.each(func(_ QueueID, q *Queue) error { return q.TruncateAfterPhys(end) })

@@ -1,7 +1,6 @@
 package indexfile
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/mqlite/mqlite/internal/errs"
@@ -31,9 +30,20 @@ var (
 	// ErrVersion is returned by Open for an index file whose magic is right
 	// but whose format version is not FormatVersion (written by a newer, or
 	// an unknown, mqlite). Open refuses such a directory instead of deleting
-	// files another version may need. It does not match ErrCorrupt.
-	ErrVersion = errors.New("mqlite/indexfile: unsupported index file format version")
+	// files another version may need. It does not match ErrCorrupt; it
+	// matches ErrInvalidArgument, as the consume queue's ErrIncompatible
+	// does, so that every error of a Store's Open matches a root sentinel.
+	ErrVersion error = &kindError{msg: "mqlite/indexfile: unsupported index file format version", parent: errs.ErrInvalidArgument}
 )
+
+// kindError is a sentinel that refines a shared one.
+type kindError struct {
+	msg    string
+	parent error
+}
+
+func (e *kindError) Error() string { return e.msg }
+func (e *kindError) Unwrap() error { return e.parent }
 
 // CorruptError locates damaged data; it matches ErrCorrupt.
 type CorruptError = errs.CorruptError

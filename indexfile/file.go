@@ -361,6 +361,28 @@ func (f *file) lookup(hash uint32, from, to int64, rs *results) {
 	}
 }
 
+// holdsLocked reports whether the chain of hash's bucket has an entry for
+// hash at commitlog offset phys, looking only at the entries at phys or
+// later (the newest, at the front of the chain). Index.mu held.
+func (f *file) holdsLocked(hash uint32, phys int64) bool {
+	cur := loadSlot(f.b, f.bucket(hash))
+	c := f.count.Load()
+	for cur != 0 && cur < c {
+		e, ok := readEntry(f.entry(cur))
+		if !ok || e.phys < phys {
+			return false
+		}
+		if e.hash == hash && e.phys == phys {
+			return true
+		}
+		if e.prev >= cur {
+			return false
+		}
+		cur = e.prev
+	}
+	return false
+}
+
 // tryAcquire takes a reader reference; false means the file is already
 // released (deleted or closed).
 func (f *file) tryAcquire() bool {

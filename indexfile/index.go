@@ -31,6 +31,11 @@ type Index struct {
 	mu struct {
 		sync.Mutex
 		fenced error // a failed sync; Put and Flush return it
+		// redo: Open or a truncation left the index ending at a record
+		// whose keys the caller re-dispatches (from EndPhyOffset,
+		// inclusive); until a later record comes, Put skips the keys of
+		// that record already indexed, so a reopen adds no entry.
+		redo bool
 	}
 	// flushMu serializes Flush and Close; it is taken before mu.
 	flushMu sync.Mutex
@@ -121,6 +126,7 @@ func Open(opts Options) (*Index, error) {
 		}
 	}
 	x.files.Store(&files)
+	x.mu.redo = true
 	return x, nil
 }
 
@@ -198,6 +204,14 @@ func (x *Index) PutHashed(hs []Hashed) error {
 	for _, h := range hs {
 		if f != nil && h.Phys < f.endPhys.Load() {
 			continue
+		}
+		if x.mu.redo {
+			if f != nil && h.Phys == f.endPhys.Load() && f.count.Load() > 1 && f.holdsLocked(h.Hash, h.Phys) {
+				continue // the newest record again, re-dispatched after Open: this key is indexed
+			}
+			if f == nil || h.Phys > f.endPhys.Load() {
+				x.mu.redo = false
+			}
 		}
 		if f == nil || f.full() {
 			if f != nil && f.beginPhys == h.Phys {
@@ -285,8 +299,8 @@ func (x *Index) Query(key string, fromMs, toMs int64, max int) ([]int64, error) 
 
 // EndPhyOffset reports how far the index is built: the commitlog offset of
 // the newest indexed record (0 when there is no file). Re-dispatch after
-// recovery starts at this offset, inclusive: Put skips only offsets below
-// it, and Query de-duplicates the keys of the record at it.
+// recovery starts at this offset, inclusive: Put skips offsets below it,
+// and the keys of the record at it that are indexed already.
 func (x *Index) EndPhyOffset() int64 {
 	files := x.snapshot()
 	if len(files) == 0 {
@@ -322,6 +336,7 @@ func (x *Index) TruncateAfterPhys(end int64) error {
 			return err
 		}
 	}
+	x.mu.redo = true
 	return x.syncDirLocked(k < len(files))
 }
 

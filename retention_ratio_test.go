@@ -18,15 +18,37 @@ import (
 func TestRetentionForcedAboveRatio(t *testing.T) {
 	clk := clock.NewFake(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
 	mem := vfs.NewMem()
-	s, err := openFS(mem, "/force", &Options{Clock: clk, SegmentSize: 64 << 10, DiskMaxUsedRatio: 1,
+	s, err := openFS(mem, "/force", &Options{Clock: clk, Flush: FlushSync, SegmentSize: 64 << 10, NoWarm: true, DiskMaxUsedRatio: 1,
 		ConsumeQueueEntries: 64, IndexSlots: 64, IndexEntries: 256})
 	require.NoError(t, err)
 	defer s.Close()
 	require.NoError(t, s.CreateTopic("ret", TopicConfig{Queues: 1}))
-	pc, err := s.NewPullConsumer("late", ConsumerOptions{ConsumeFromWhere: ConsumeFromFirstOffset, QueueCacheCount: 1})
+	// Nothing may hold a segment while the passes run, or its removal
+	// waits for it and the check for spares below sees it still there:
+	// no warming (which maps ahead under a pinned snapshot), FlushSync
+	// (no flush in the background), and a consumer that reads one
+	// message, commits and leaves; it comes back behind the new minimum.
+	lateOpts := ConsumerOptions{ConsumeFromWhere: ConsumeFromFirstOffset, QueueCacheCount: 1}
+	pc, err := s.NewPullConsumer("late", lateOpts)
 	require.NoError(t, err)
 	require.NoError(t, pc.Subscribe("ret", nil))
-	fillHours(t, s, clk, 1, 600) // ~10 segments, all fresh
+	_, err = s.Put(context.Background(), &Message{Topic: "ret", Body: []byte("first")}, 0)
+	require.NoError(t, err)
+	got, err := pc.Poll(context.Background(), 1)
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+	require.NoError(t, pc.Commit())
+	require.NoError(t, pc.Close())
+	// ~37 segments, all fresh: enough that the next one, which the
+	// allocator may prepare after used is read, cannot lift the ratio
+	// from 0.67 past ForceCleanRatio (with ~10 it did, now and then). The
+	// clock stays put, so that the store's own retention pass (every 10 s
+	// of it) cannot run between the test's steps.
+	for range 2400 {
+		_, err := s.Put(context.Background(), &Message{Topic: "ret", Body: make([]byte, 1000)}, 0)
+		require.NoError(t, err)
+	}
+	require.NoError(t, s.WaitVisible(context.Background()))
 	used, _, _ := mem.Usage("/")
 
 	mem.SetCapacity(uint64(float64(used) / 0.67)) // between the ratios
@@ -43,6 +65,10 @@ func TestRetentionForcedAboveRatio(t *testing.T) {
 	min, err := s.MinOffset("ret", 0)
 	require.NoError(t, err)
 	require.Positive(t, min)
+	pc, err = s.NewPullConsumer("late", lateOpts)
+	require.NoError(t, err)
+	defer pc.Close()
+	require.NoError(t, pc.Subscribe("ret", nil))
 	for {
 		msgs, err := pc.Poll(context.Background(), 10)
 		require.NoError(t, err)

@@ -41,11 +41,16 @@ type dispatcher struct {
 	run         sync.Mutex
 	next        int64 // next CommitLog offset to dispatch
 	lastStoreMs int64 // newest store time seen
-	inline      inlineWindow
-	stopped     bool   // stop ran: the files may be closing, nobody dispatches any more
-	woke        bool   // the last catchUp woke a reader
-	wokeMark    uint64 // ran when it did (see yield)
-	onYield     func() // test hook: a sender yields to the readers it woke
+	// verify makes catchUp check each record's CRC: set while Open
+	// re-dispatches records read back from disk, which may be damaged
+	// below the checkpoint (recovery validated only what follows it).
+	// Records this process appended are trusted.
+	verify   bool
+	inline   inlineWindow
+	stopped  bool   // stop ran: the files may be closing, nobody dispatches any more
+	woke     bool   // the last catchUp woke a reader
+	wokeMark uint64 // ran when it did (see yield)
+	onYield  func() // test hook: a sender yields to the readers it woke
 
 	queues map[string][]*consumequeue.Queue // topic -> queue id -> queue
 	batch  batch                            // records scanned, not yet applied (dispatch_record.go)
@@ -197,7 +202,7 @@ func (d *dispatcher) catchUp(to int64) error {
 	if to <= d.next {
 		return nil
 	}
-	next, err := d.s.log.Scan(d.next, to, false, d.dispatch)
+	next, err := d.s.log.Scan(d.next, to, d.verify, d.dispatch)
 	if ferr := d.apply(); err == nil {
 		err = ferr
 	}

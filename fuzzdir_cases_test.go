@@ -63,6 +63,12 @@ func fzCases(g *fzGolden) []struct {
 			fzWant{lost: func(*fzGolden) []int64 { return []int64{first} }}},
 		{"flip in the recovery window with later records", []mutation{{kind: mutFlip, file: seg(nSeg - 2), off: 100, bit: 5}},
 			fzWant{openErr: ErrCorrupt, errPath: seg(nSeg - 2)}},
+		// Found by the fuzzer: rebuilding the cut IndexFile re-dispatches
+		// from the start, across a record whose store time the flip broke.
+		// Records read back at Open are checked, so this is an ErrCorrupt
+		// naming the segment, not an ErrInvalidArgument from the index.
+		{"flip in a record a rebuild re-dispatches", []mutation{{kind: mutTruncate, file: idx0, n: 675}, {kind: mutFlip, file: seg(0), off: 3640, bit: 7}},
+			fzWant{openErr: ErrCorrupt, errPath: seg(0)}},
 		{"truncate the last segment inside a record", []mutation{{kind: mutTruncate, file: last, n: 1000}},
 			fzWant{verifyOK: true, lost: lostFrom(g.recordStartAtOrBefore(int64(nSeg-1)*4096 + 1000)),
 				report: func(t *testing.T, r RecoveryReport) { require.Positive(t, r.LostFlushedBytes) }}},

@@ -271,6 +271,7 @@ func (s *Store) openIndexes(cp checkpoint, cpOK bool) error {
 		start = min(start, max(e, s.log.MinOffset()))
 	}
 	s.disp.next = max(start, s.log.MinOffset())
+	s.disp.verify = true
 	err = s.disp.catchUp(end)
 	redo := false
 	switch {
@@ -297,6 +298,7 @@ func (s *Store) openIndexes(cp checkpoint, cpOK bool) error {
 	if err != nil {
 		return err
 	}
+	s.disp.verify = false
 	s.recovery.Redispatched = end - start
 	for _, id := range cq.Queues() {
 		q, err := cq.Queue(id.Topic, id.ID, false)

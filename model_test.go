@@ -1,12 +1,12 @@
 package mqlite
 
 // Model-based random testing (reliability plan S31). A sequence of
-// operations drawn from a seed (puts, batches, transactions that commit or
-// roll back, queue reads, lookups by ID and key, a pull consumer's polls
-// and commits, clock ticks, retention passes, clean restarts and
-// power-loss images) runs
-// against the store and against an in-memory model of what it must hold.
-// Every sequence runs under four configurations (FlushSync and FlushAsync,
+// operations drawn from a seed (puts, concurrent puts to every queue of a
+// topic, batches, transactions that commit or roll back, queue reads,
+// lookups by ID and key, a pull consumer's polls and commits, clock ticks,
+// retention passes, clean restarts and power-loss images) runs against the
+// store and against an in-memory model of what it must hold. Every
+// sequence runs under four configurations (FlushSync and FlushAsync,
 // segments of 16 KiB and 1 MiB); the observable history is checked against
 // the model at every step, so the configurations must agree with each
 // other as well. A failure names the configuration, the seed and the step:
@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -128,8 +129,10 @@ func runModel(t *testing.T, cfg modelConfig, seed uint64, ops int) {
 		hist = append(hist, name)
 		r.step = fmt.Sprintf("%s seed %d step %d (%s; before: %v)", cfg.name, seed, i, name, hist[max(0, len(hist)-16):len(hist)-1])
 		switch {
-		case x < 30:
+		case x < 26:
 			r.put()
+		case x < 30:
+			r.concurrent()
 		case x < 38:
 			r.batch()
 		case x < 43:
@@ -163,7 +166,7 @@ func modelOpName(x int) string {
 	for _, o := range []struct {
 		below int
 		name  string
-	}{{30, "put"}, {38, "batch"}, {43, "txn"}, {58, "read"}, {63, "lookup"}, {78, "poll"}, {83, "commit"}, {87, "tick"}, {90, "clean"}, {95, "restart"}} {
+	}{{26, "put"}, {30, "concurrent"}, {38, "batch"}, {43, "txn"}, {58, "read"}, {63, "lookup"}, {78, "poll"}, {83, "commit"}, {87, "tick"}, {90, "clean"}, {95, "restart"}} {
 		if x < o.below {
 			return o.name
 		}
@@ -248,6 +251,45 @@ func (r *modelRun) put() {
 	require.Equal(r.t, int64(len(r.q[topic][q])), res.QueueOffset, "%s: queue offset of a put", r.step)
 	mm.id = res.MsgID()
 	r.q[topic][q] = append(r.q[topic][q], mm)
+}
+
+// concurrent puts to every queue of a topic at once, one goroutine per
+// queue: each queue's messages must still take consecutive offsets in
+// the order its goroutine sent them.
+func (r *modelRun) concurrent() {
+	tp := modelTopics[r.rng.IntN(len(modelTopics))]
+	msgs := make([][]*Message, tp.queues)
+	mms := make([][]modelMsg, tp.queues)
+	for q := range msgs {
+		for range 1 + r.rng.IntN(20) {
+			m, mm := r.message(tp.name)
+			msgs[q], mms[q] = append(msgs[q], m), append(mms[q], mm)
+		}
+	}
+	res := make([][]PutResult, tp.queues)
+	errs := make([]error, tp.queues)
+	var wg sync.WaitGroup
+	for q := range msgs {
+		wg.Go(func() {
+			for _, m := range msgs[q] {
+				pr, err := r.s.Put(r.ctx, m, q)
+				if err != nil {
+					errs[q] = err
+					return
+				}
+				res[q] = append(res[q], pr)
+			}
+		})
+	}
+	wg.Wait()
+	for q := range msgs {
+		require.NoError(r.t, errs[q], r.step)
+		for i, pr := range res[q] {
+			require.Equal(r.t, int64(len(r.q[tp.name][q])), pr.QueueOffset, "%s: queue offset of a concurrent put to %d", r.step, q)
+			mms[q][i].id = pr.MsgID()
+			r.q[tp.name][q] = append(r.q[tp.name][q], mms[q][i])
+		}
+	}
 }
 
 func (r *modelRun) batch() {

@@ -208,27 +208,24 @@ func (l *Log) recover() error {
 		t := sort.Search(len(segs), func(i int) bool { return segs[i].start+l.opts.SegmentSize > l.opts.Trusted })
 		si = min(si, t, len(segs)-1)
 	}
-	l.report.Start = segs[si].start
-
-	i, pos := si, int64(0)
-	var k kind
-	var reason string
 	defer debug.SetPanicOnFault(guardFaults())
+	var (
+		i      int
+		pos    int64
+		k      kind
+		reason string
+	)
 	for {
-		var n int64
-		n, k, reason = l.check(segs[i], pos, true)
-		if k == kRecord {
-			pos += n
-			continue
+		l.report.Start = segs[si].start
+		i, pos, k, reason = l.scanFrom(segs, si)
+		// Stopping at the very start of the window proves nothing about
+		// the segments before it: validate them too, or a damaged record
+		// there would pass now and fail the next Open, once the log ends
+		// in its segment (its window reaches back to it).
+		if i > si || pos > 0 || si == 0 {
+			break
 		}
-		if k == kBlank && i+1 < len(segs) {
-			i, pos = i+1, 0
-			continue
-		}
-		if k == kBlank {
-			pos = l.opts.SegmentSize
-		}
-		break
+		si = max(0, si-3)
 	}
 	end := segs[i].start + pos
 	l.report.LostFlushed = max(0, l.opts.Trusted-end)
@@ -269,6 +266,29 @@ func (l *Log) recover() error {
 			"end", end, "flushed", l.opts.Trusted, "lost", l.report.LostFlushed, "reason", reason)
 	}
 	return nil
+}
+
+// scanFrom validates records from the start of segs[si] on, across
+// end-of-segment markers, up to the first position holding no valid
+// record: it returns that segment's index and position, and what is there.
+func (l *Log) scanFrom(segs []*segment, si int) (i int, pos int64, k kind, reason string) {
+	i = si
+	for {
+		var n int64
+		n, k, reason = l.check(segs[i], pos, true)
+		if k == kRecord {
+			pos += n
+			continue
+		}
+		if k == kBlank && i+1 < len(segs) {
+			i, pos = i+1, 0
+			continue
+		}
+		if k == kBlank {
+			pos = l.opts.SegmentSize
+		}
+		return i, pos, k, reason
+	}
 }
 
 // classifyTail decides whether the invalid bytes at (segs[i], pos) are a

@@ -239,6 +239,9 @@ func TestDispatchYieldsToWokenReader(t *testing.T) {
 			ran := s.disp.ran.Load()
 			put()
 			require.NoError(t, <-read)
+			// The loop (FlushSync) yields after waking the reader, which
+			// the other core may run first: wait for the yield, then count.
+			waitFor(t, "the yield to the woken reader", func() bool { return yields.Load() > 0 })
 			require.EqualValues(t, 1, yields.Load(), "woke the reader without yielding to it")
 			require.Equal(t, ran+1, s.disp.ran.Load(), "the woken reader did not count itself as run")
 		})

@@ -138,22 +138,14 @@ func (img *storeImage) queueEnd(t testing.TB, name string, id int) int64 {
 func snapshotFS(t testing.TB, fs vfs.FS, dir string) map[string][]byte {
 	t.Helper()
 	out := map[string][]byte{}
-	names, err := fs.ReadDir(dir)
-	require.NoError(t, err)
-	for _, n := range names {
-		p := filepath.Join(dir, n)
-		_, isDir, err := fs.Stat(p)
-		require.NoError(t, err)
-		if isDir {
-			for k, v := range snapshotFS(t, fs, p) {
-				out[k] = v
-			}
-			continue
+	var rerr error
+	require.NoError(t, walkFS(fs, dir, func(p string, isDir bool) {
+		if isDir || rerr != nil {
+			return
 		}
-		b, err := vfs.ReadFile(fs, p)
-		require.NoError(t, err)
-		out[p] = b
-	}
+		out[p], rerr = vfs.ReadFile(fs, p)
+	}))
+	require.NoError(t, rerr)
 	return out
 }
 

@@ -140,9 +140,12 @@ func TestPutsRacingClose(t *testing.T) {
 		ctx := context.Background()
 		var wg sync.WaitGroup
 		var acked atomic.Int64
+		var live atomic.Int32 // senders still sending: one that failed otherwise leaves the wait below spinning
+		live.Store(4)
 		start := make(chan struct{})
 		for g := range 4 {
 			wg.Go(func() {
+				defer live.Add(-1)
 				<-start
 				for i := 0; ; i++ {
 					_, err := s.Put(ctx, &Message{Topic: "race", Body: body(i)}, g)
@@ -155,7 +158,7 @@ func TestPutsRacingClose(t *testing.T) {
 			})
 		}
 		close(start)
-		for acked.Load() < int64(50*(round+1)) {
+		for acked.Load() < int64(50*(round+1)) && live.Load() > 0 {
 			runtime.Gosched()
 		}
 		require.NoError(t, s.Close())

@@ -83,22 +83,9 @@ func (l *Log) recoverReadOnly() (err error) {
 			break
 		}
 	}
-	i, pos := si, int64(0)
-	for {
-		n, k, _ := l.check(segs[i], pos, true)
-		if k == kRecord {
-			pos += n
-			continue
-		}
-		if k == kBlank && i+1 < len(segs) {
-			i, pos = i+1, 0
-			continue
-		}
-		if k == kBlank {
-			pos = l.opts.SegmentSize
-		}
-		break // zeros, or a record the owner is writing now (or a torn one)
-	}
+	// It ends at zeros, or at a record the owner is writing now (or a
+	// torn one).
+	i, pos, _, _ := l.scanFrom(segs, si)
 	end := segs[i].start + pos
 	for _, s := range segs[i+1:] { // preallocated ahead, empty as of now
 		s.release()

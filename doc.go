@@ -111,7 +111,9 @@
 //     later writes get ErrFenced, reads keep working, and nothing is
 //     acknowledged that is not on disk. So does an I/O error that stops
 //     the dispatcher (the ConsumeQueue or IndexFile cannot be written):
-//     nothing sent after it could reach a queue before a reopen.
+//     nothing sent after it could reach a queue before a reopen. Close
+//     of a fenced store returns the fencing error, and the next Open
+//     recovers as after a crash.
 //   - Bad input gets an error matching a sentinel (errors.Is) and stores
 //     nothing.
 //   - Under pressure sends fail fast instead of queueing without bound:

@@ -438,6 +438,13 @@ func TestSyncFailureFailsEveryWaiter(t *testing.T) {
 	// Power loss now keeps only what was synced: every acked message, and
 	// none of the failed ones.
 	img := ffs.Crash(rng, 0)
+	// Close says the store did not close cleanly, and leaves the abort
+	// marker for the next Open.
+	err = s.Close()
+	require.ErrorIs(t, err, ErrFenced, "Close of a fenced store")
+	require.ErrorIs(t, err, syscall.EIO)
+	_, _, err = ffs.Stat(plDir + "/" + abortName)
+	require.NoError(t, err, "the abort marker stays")
 	s2, err := openFS(img, plDir, plOptions(clk, 64<<10))
 	require.NoError(t, err)
 	defer s2.Close()

@@ -358,7 +358,10 @@ func (s *Store) currentCheckpoint() (checkpoint, error) {
 
 // Close flushes everything, writes the checkpoint, removes the abort
 // marker and releases the directory. It is idempotent; afterwards every
-// call returns ErrClosed.
+// call returns ErrClosed. A store fenced by a failed sync closes without
+// the checkpoint and the marker, so that the next Open recovers as after a
+// crash, and Close returns the fencing error (ErrFenced, wrapping the
+// failure): what was not acknowledged may be lost.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		s.handles.Lock()
@@ -391,7 +394,7 @@ func (s *Store) Close() error {
 		cp, cpErr := s.currentCheckpoint()
 		errList = append(errList, cpErr)
 		fenced := s.log.Fenced()
-		errList = append(errList, s.log.Close())
+		errList = append(errList, fenced, s.log.Close())
 		if fenced == nil && cpErr == nil {
 			cp.flushed = s.log.FlushedPosition()
 			errList = append(errList, s.writeCheckpoint(cp))

@@ -94,6 +94,12 @@ type RecoveryReport struct {
 	// missing last segment). Nonzero means acknowledged messages are lost.
 	LostFlushedBytes int64
 	Redispatched     int64 // CommitLog bytes re-dispatched into the ConsumeQueue and IndexFile
+	// RestoredTopics names the topics registered again because the topic
+	// registry's file (config/topics.json) was missing while the
+	// ConsumeQueue held queues: each with as many queues as are on disk.
+	// A topic deleted with DeleteTopic whose queues still hold messages is
+	// among them.
+	RestoredTopics []string
 }
 
 // Open opens (creating if needed) the store in dir. A nil opts means the
@@ -187,6 +193,9 @@ func (s *Store) open() error {
 	s.recovery = RecoveryReport{CleanShutdown: clean, CheckpointFound: cpOK, CommitLogEnd: rep.End,
 		TruncatedBytes: rep.TruncatedBytes, DroppedRecords: rep.DroppedRecords, LostFlushedBytes: rep.LostFlushed}
 	if err := s.openIndexes(cp, cpOK); err != nil {
+		return err
+	}
+	if err := s.restoreTopics(); err != nil {
 		return err
 	}
 	switch s.opts.Flush {
@@ -310,6 +319,34 @@ func (s *Store) openIndexes(cp checkpoint, cpOK bool) error {
 	s.lastStoreMs = s.disp.lastStoreMs
 	s.dispRunning = true
 	go s.disp.loop()
+	return nil
+}
+
+// restoreTopics registers the topics of a store whose topic registry file
+// is missing but whose ConsumeQueue is not (the file was lost): each with
+// as many queues as its directory shows, so that no stored message is
+// stranded in a queue no topic has, and sends and subscriptions keep
+// working with auto-creation off.
+func (s *Store) restoreTopics() error {
+	if s.topics.Found() {
+		return nil
+	}
+	counts := map[string]int{}
+	for _, id := range s.disp.cq.Queues() {
+		counts[id.Topic] = max(counts[id.Topic], id.ID+1)
+	}
+	if len(counts) == 0 {
+		return nil // a new store
+	}
+	added, err := s.topics.Restore(counts)
+	if err != nil {
+		return err
+	}
+	if len(added) > 0 {
+		s.recovery.RestoredTopics = added
+		s.opts.Logger.Warn("mqlite: the topic registry file is missing; topics restored from the ConsumeQueue",
+			"file", filepath.Join(s.path(configDir), topic.File), "topics", added)
+	}
 	return nil
 }
 

@@ -47,6 +47,7 @@ type Registry struct {
 
 	mu     sync.Mutex // serialises changes and the file
 	topics atomic.Pointer[map[string]record]
+	found  bool // Open read the file
 }
 
 // Open loads the registry from dir/File (an absent file is an empty
@@ -54,9 +55,11 @@ type Registry struct {
 func Open(fs vfs.FS, dir string, now func() time.Time) (*Registry, error) {
 	r := &Registry{fs: fs, dir: dir, now: now}
 	m := map[string]record{}
-	if _, err := cfgfile.Read(fs, dir, File, fileMagic, fileVersion, &m); err != nil {
+	found, err := cfgfile.Read(fs, dir, File, fileMagic, fileVersion, &m)
+	if err != nil {
 		return nil, err // a null body among them: it would leave m nil
 	}
+	r.found = found
 	for name, rec := range m {
 		if err := rec.check(name); err != nil {
 			return nil, errs.Corrupt(filepath.Join(dir, File), cfgfile.HeaderSize, "topic %q: %v", name, err)
@@ -78,6 +81,41 @@ func (rec record) check(name string) error {
 		return fmt.Errorf("user topic: %w", err)
 	}
 	return Config{Queues: rec.Queues}.validate()
+}
+
+// Found reports whether Open read the registry's file: false for a new
+// store, and for one whose file was lost.
+func (r *Registry) Found() bool { return r.found }
+
+// Restore registers the topics of queues (name -> queue count) that the
+// registry lacks, each with the current time as its creation time, a
+// system topic if its name is a system name: for a store whose file was
+// lost, from the queues its ConsumeQueue holds. A name that is neither a
+// valid user nor a valid system topic name is left out. It returns the
+// names it registered, sorted, and persists them in one write.
+func (r *Registry) Restore(queues map[string]int) ([]string, error) {
+	var added []string
+	err := r.change(func(m map[string]record) error {
+		for _, name := range slices.Sorted(maps.Keys(queues)) {
+			if _, ok := m[name]; ok {
+				continue
+			}
+			rec := record{Queues: queues[name], System: IsSystem(name), Created: r.now().UnixMilli()}
+			if rec.check(name) != nil {
+				continue
+			}
+			m[strings.Clone(name)] = rec
+			added = append(added, name)
+		}
+		if len(added) == 0 {
+			return errUnchanged
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return added, nil
 }
 
 // Get returns the configuration of a topic, or ErrTopicNotFound.

@@ -33,7 +33,9 @@ import (
 //     putting them at that moment);
 //   - topics, consumer groups and committed offsets as last persisted by
 //     the owner (every Options.OffsetPersistInterval), pending
-//     transactions counted from the queues.
+//     transactions counted from the queues. Without a topic registry file
+//     the topics are those of the queues on disk, in memory only (see
+//     RecoveryReport.RestoredTopics).
 //
 // Messages stored after Open are not seen: reopen for a newer view.
 // ReadQueue at the end of a queue waits until its context ends or the
@@ -113,6 +115,9 @@ func (s *Store) openRO() error {
 	s.disp = newDispatcher(s, cq, idx, dispatched)
 	s.disp.mu.dispatched = dispatched
 	s.disp.published.Store(dispatched)
+	if err := s.restoreTopics(); err != nil {
+		return err
+	}
 	if s.txn, err = s.newTxnService(); err != nil {
 		return err
 	}

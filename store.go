@@ -326,7 +326,8 @@ func (s *Store) openIndexes(cp checkpoint, cpOK bool) error {
 // is missing but whose ConsumeQueue is not (the file was lost): each with
 // as many queues as its directory shows, so that no stored message is
 // stranded in a queue no topic has, and sends and subscriptions keep
-// working with auto-creation off.
+// working with auto-creation off. A read-only store registers them in
+// memory only.
 func (s *Store) restoreTopics() error {
 	if s.topics.Found() {
 		return nil
@@ -338,7 +339,7 @@ func (s *Store) restoreTopics() error {
 	if len(counts) == 0 {
 		return nil // a new store
 	}
-	added, err := s.topics.Restore(counts)
+	added, err := s.topics.Restore(counts, !s.readOnly)
 	if err != nil {
 		return err
 	}

@@ -45,6 +45,19 @@ func TestLostTopicRegistryIsRestored(t *testing.T) {
 
 	regPath := filepath.Join("/rt", configDir, topic.File)
 	require.NoError(t, fs.Remove(regPath))
+
+	// A read-only Store restores them in memory, and writes nothing.
+	ro := opts()
+	ro.ReadOnly = true
+	rs, err := openFS(fs, "/rt", ro)
+	require.NoError(t, err)
+	require.Contains(t, rs.Recovery().RestoredTopics, "orders")
+	got, err := rs.ReadQueue(ctx, "orders", 1, 0, 10)
+	require.NoError(t, err)
+	require.Len(t, got, 4)
+	require.NoError(t, rs.Close())
+	require.False(t, vfs.Exists(fs, regPath), "a read-only Store wrote the registry")
+
 	s, err = openFS(fs, "/rt", opts())
 	require.NoError(t, err)
 	defer s.Close()

@@ -92,10 +92,11 @@ func (r *Registry) Found() bool { return r.found }
 // system topic if its name is a system name: for a store whose file was
 // lost, from the queues its ConsumeQueue holds. A name that is neither a
 // valid user nor a valid system topic name is left out. It returns the
-// names it registered, sorted, and persists them in one write.
-func (r *Registry) Restore(queues map[string]int) ([]string, error) {
+// names it registered, sorted, and persists them in one write, unless
+// persist is false (a read-only store: they live in memory only).
+func (r *Registry) Restore(queues map[string]int, persist bool) ([]string, error) {
 	var added []string
-	err := r.change(func(m map[string]record) error {
+	err := r.apply(persist, func(m map[string]record) error {
 		for _, name := range slices.Sorted(maps.Keys(queues)) {
 			if _, ok := m[name]; ok {
 				continue
@@ -285,6 +286,11 @@ var errUnchanged = fmt.Errorf("unchanged")
 // change applies fn to a copy of the map, persists it, then publishes it.
 // fn returning errUnchanged means success without a write.
 func (r *Registry) change(fn func(map[string]record) error) error {
+	return r.apply(true, fn)
+}
+
+// apply is change, persisting the new map only if persist is set.
+func (r *Registry) apply(persist bool, fn func(map[string]record) error) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	m := maps.Clone(*r.topics.Load())
@@ -294,8 +300,10 @@ func (r *Registry) change(fn func(map[string]record) error) error {
 		}
 		return err
 	}
-	if err := cfgfile.Write(r.fs, r.dir, File, fileMagic, fileVersion, m); err != nil {
-		return err
+	if persist {
+		if err := cfgfile.Write(r.fs, r.dir, File, fileMagic, fileVersion, m); err != nil {
+			return err
+		}
 	}
 	r.topics.Store(&m)
 	return nil

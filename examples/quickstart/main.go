@@ -68,12 +68,22 @@ func main() {
 	check(err)
 	rem, err := mqlite.Tag("reminder")
 	check(err)
-	consume(s, "reminders", rem, 1)
-	fmt.Printf("the delayed message arrived after %.1fs\n", time.Since(start).Seconds())
+	consumeFailingOnce(s, "reminders", rem, 1)
+	fmt.Printf("the delayed message arrived, failed once and was consumed on its retry after %.1fs\n", time.Since(start).Seconds())
 }
 
-// consume runs a push consumer of group until it has seen n messages.
-func consume(s *mqlite.Store, group string, f mqlite.Filter, n int) {
+// consume runs a push consumer of group until it has consumed n messages.
+func consume(s *mqlite.Store, group string, f mqlite.Filter, n int) { run(s, group, f, n, false) }
+
+// consumeFailingOnce is consume with a handler that fails each message's
+// first delivery: the store delivers it again (here after half a second;
+// by default after 10 s, 30 s, 1 m, ... and then to the group's
+// dead-letter queue).
+func consumeFailingOnce(s *mqlite.Store, group string, f mqlite.Filter, n int) {
+	run(s, group, f, n, true)
+}
+
+func run(s *mqlite.Store, group string, f mqlite.Filter, n int, failFirst bool) {
 	c, err := s.NewPushConsumer(group, mqlite.ConsumerOptions{ConsumeFromWhere: mqlite.ConsumeFromFirstOffset})
 	check(err)
 	check(c.Subscribe("orders", f))
@@ -84,7 +94,12 @@ func consume(s *mqlite.Store, group string, f mqlite.Filter, n int) {
 		mu.Lock()
 		defer mu.Unlock()
 		for _, m := range msgs {
-			fmt.Printf("consumed %s group=%s queue=%d offset=%d %s\n", m.Tags, group, m.QueueID, m.QueueOffset, m.Body)
+			if failFirst && m.ReconsumeTimes == 0 {
+				fmt.Printf("failed   %s group=%s %s: retry later\n", m.Tags, group, m.Body)
+				mqlite.RetryAfter(m, 500*time.Millisecond)
+				return mqlite.ReconsumeLater // the whole batch: here one message
+			}
+			fmt.Printf("consumed %s group=%s queue=%d offset=%d reconsumed=%d %s\n", m.Tags, group, m.QueueID, m.QueueOffset, m.ReconsumeTimes, m.Body)
 			if seen++; seen == n {
 				close(done)
 			}

@@ -140,7 +140,9 @@
 // and names), producer, consumer, filter, txn, clock (injectable time),
 // internal/vfs (the file seam, with the in-memory and fault-injecting
 // implementations used by tests), cmd/mqlite (the admin tool), bench (a
-// separate module comparing mqlite with its peers).
+// separate module comparing mqlite with its peers). examples/quickstart is
+// the README's demo; examples/storage builds a broker core on commitlog,
+// consumequeue and indexfile alone.
 //
 // # Caveats
 //

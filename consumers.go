@@ -181,6 +181,7 @@ func (s *Store) waitQueue(ctx context.Context, q *consumequeue.Queue, from int64
 		case <-ch:
 			s.disp.ran.Add(1)
 		case <-ctx.Done():
+			s.disp.leave(q, from)
 			return ctx.Err()
 		}
 	}

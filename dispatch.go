@@ -85,6 +85,7 @@ type waiter struct {
 	q      *consumequeue.Queue
 	offset int64
 	ch     chan struct{}
+	refs   int // callers of waitCh waiting on it that did not leave (d.mu)
 }
 
 type waitKey struct {
@@ -251,20 +252,37 @@ func (d *dispatcher) waitCh(q *consumequeue.Queue, offset int64) (<-chan struct{
 	if d.mu.err != nil {
 		return nil, d.mu.err
 	}
-	w := &waiter{q: q, offset: offset, ch: make(chan struct{})}
+	k := waitKey{q, offset}
+	if old, ok := d.mu.waiters[k]; ok {
+		old.refs++
+		return old.ch, nil
+	}
+	w := &waiter{q: q, offset: offset, ch: make(chan struct{}), refs: 1}
 	if w.ready(d.mu.dispatched) {
 		close(w.ch)
 		return w.ch, nil
-	}
-	k := waitKey{q, offset}
-	if old, ok := d.mu.waiters[k]; ok {
-		return old.ch, nil
 	}
 	if d.mu.waiters == nil {
 		d.mu.waiters = map[waitKey]*waiter{}
 	}
 	d.mu.waiters[k] = w
 	return w.ch, nil
+}
+
+// leave is for a caller of waitCh(q, offset) that stops waiting before the
+// channel is closed (its context ended): the last one to leave removes the
+// waiter, so that readers giving up on a position the queue never reaches
+// (a far offset, a queue nobody sends to) leave nothing behind, and each
+// publish ranges over live waiters only.
+func (d *dispatcher) leave(q *consumequeue.Queue, offset int64) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	k := waitKey{q, offset}
+	if w, ok := d.mu.waiters[k]; ok {
+		if w.refs--; w.refs <= 0 {
+			delete(d.mu.waiters, k)
+		}
+	}
 }
 
 func (d *dispatcher) dispatched() int64 { return d.published.Load() }

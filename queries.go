@@ -223,6 +223,7 @@ func (s *Store) readVisible(ctx context.Context, q *consumequeue.Queue, from int
 		case <-ch:
 			s.disp.ran.Add(1)
 		case <-ctx.Done():
+			s.disp.leave(nil, dst[0].Offset+1)
 			return 0, ctx.Err()
 		}
 	}
@@ -252,6 +253,7 @@ func (s *Store) WaitVisible(ctx context.Context) error {
 	case <-ch:
 		return s.disp.failure()
 	case <-ctx.Done():
+		s.disp.leave(nil, end)
 		return ctx.Err()
 	}
 }

@@ -233,9 +233,23 @@ func TestDamagedScheduleQueueDeliversNothingEarly(t *testing.T) {
 		t.Fatal("the scheduler neither failed nor stopped")
 	}
 	require.NoError(t, s.WaitVisible(t.Context()))
+	// The timer service may deliver the timed message, due an hour after
+	// the golden store's clock: its queue lost its file and Open rebuilt
+	// it from the CommitLog. The delayed message, whose entry is gone, and
+	// the timer's record, which the schedule queue now points at, must not
+	// come through the scheduler.
 	after, err := s.MaxOffset("orders", 0)
 	require.NoError(t, err)
-	require.Equal(t, before, after, "nothing was delivered")
+	var got []string
+	for m, err := range s.Messages("orders", 0, before) {
+		require.NoError(t, err)
+		got = append(got, string(m.Body))
+	}
+	require.Equal(t, int(after-before), len(got))
+	require.LessOrEqual(t, len(got), 1, "delivered: %q", got)
+	if len(got) == 1 {
+		require.Equal(t, "timed", got[0], "only the timer's own message may arrive")
+	}
 }
 
 // logFunc is a slog.Handler calling a function for each record.

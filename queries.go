@@ -173,9 +173,16 @@ func (s *Store) corruptEntry(topic string, queue int, logical int64, format stri
 	return errs.Corrupt(path, off, format, args...)
 }
 
+// MaxReadBytes bounds the records one ReadQueue returns (their store
+// sizes), as RocketMQ bounds a pull served from memory
+// (maxTransferBytesOnMessageInMemory): a call returns at least one message
+// however large, and no more once the next would pass the bound.
+const MaxReadBytes = 256 << 10
+
 // ReadQueue returns up to max messages of the queue from logical offset
-// from. When none is there yet it blocks until one arrives (the dispatcher
-// wakes it at once, no polling), ctx ends, or the store closes.
+// from (at most 256 a call, and MaxReadBytes of records). When none is
+// there yet it blocks until one arrives (the dispatcher wakes it at once,
+// no polling), ctx ends, or the store closes.
 func (s *Store) ReadQueue(ctx context.Context, topic string, queue int, from int64, max int) ([]*MessageExt, error) {
 	if max <= 0 {
 		return nil, fmt.Errorf("mqlite: max %d: %w", max, errs.ErrInvalidArgument)
@@ -189,6 +196,13 @@ func (s *Store) ReadQueue(ctx context.Context, topic string, queue int, from int
 	n, err := s.readVisible(ctx, q, from, entries)
 	if err != nil {
 		return nil, err
+	}
+	var bytes int64
+	for k := range n {
+		if bytes += int64(entries[k].Size); bytes > MaxReadBytes && k > 0 {
+			n = k
+			break
+		}
 	}
 	out, _, err := s.readEntries(topic, queue, from, entries[:n], nil, nil)
 	return out, err

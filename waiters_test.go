@@ -104,3 +104,33 @@ func TestManyPendingReadsCancelledAtRandom(t *testing.T) {
 	require.Greater(t, woken, 0)
 	require.Zero(t, waiterCount(s, "t"), "waiters left after every reader returned")
 }
+
+// S29: a ReadQueue returns at most MaxReadBytes of records, and always at
+// least one message, however large.
+func TestReadQueueBoundsBytes(t *testing.T) {
+	s := memStore(t, Options{})
+	require.NoError(t, s.CreateTopic("big", TopicConfig{Queues: 1}))
+	ctx := context.Background()
+	body := make([]byte, 100<<10)
+	for range 6 {
+		_, err := s.Put(ctx, &Message{Topic: "big", Body: body}, 0)
+		require.NoError(t, err)
+	}
+	huge := make([]byte, 3<<20)
+	_, err := s.Put(ctx, &Message{Topic: "big", Body: huge}, 0)
+	require.NoError(t, err)
+	require.NoError(t, s.WaitVisible(ctx))
+	var sizes []int
+	for from := int64(0); from < 7; {
+		msgs, err := s.ReadQueue(ctx, "big", 0, from, 100)
+		require.NoError(t, err)
+		total := 0
+		for _, m := range msgs {
+			total += int(m.StoreSize)
+		}
+		require.True(t, len(msgs) == 1 || total <= MaxReadBytes, "%d messages, %d bytes", len(msgs), total)
+		sizes = append(sizes, len(msgs))
+		from += int64(len(msgs))
+	}
+	require.Equal(t, []int{2, 2, 2, 1}, sizes, "100 KiB records two at a time, then the 3 MiB one alone")
+}

@@ -119,7 +119,8 @@
 //   - Under pressure sends fail fast instead of queueing without bound:
 //     ErrDiskFull above Options.DiskMaxUsedRatio or when a segment cannot
 //     be allocated (sends resume once there is room), ErrFlowControl while
-//     the write path is stalled past Options.FlowControlThreshold.
+//     the write path is stalled past Options.FlowControlThreshold or, if
+//     set, the dispatcher is more than Options.MaxDispatchLag behind.
 //   - Retention removes whole sealed segments older than Options.Retention
 //     (or to meet the disk ratios and size cap); a reader in the middle of
 //     a removed segment finishes first, later reads get ErrNotFound, and

@@ -13,14 +13,16 @@ import (
 // with ErrDiskFull while the volume is fuller than Options.DiskMaxUsedRatio,
 // and with ErrFlowControl while the append path or a FlushSync sync has
 // been stuck longer than Options.FlowControlThreshold (RocketMQ's
-// page-cache-busy check), instead of queueing without bound. One monitor
-// goroutine samples both (ticking on the store's clock, measuring stalls
-// on the wall clock); the send path only reads two flags and pays nothing
+// page-cache-busy check) or the dispatcher is more than
+// Options.MaxDispatchLag behind, instead of queueing without bound. One
+// monitor goroutine samples them (ticking on the store's clock, measuring
+// stalls on the wall clock); the send path only reads three flags and pays nothing
 // for the sampling (the monitor asks the CommitLog whether its append lock
 // is held, and watches the write position).
 type guard struct {
 	diskFull atomic.Bool
 	busy     atomic.Bool
+	lagging  atomic.Int64 // the dispatch lag past Options.MaxDispatchLag when sampled, else 0
 
 	quit chan struct{}
 	done chan struct{}
@@ -41,6 +43,10 @@ func (s *Store) admit() error {
 	}
 	if s.guard.busy.Load() {
 		return fmt.Errorf("mqlite: the write path has been stalled for more than %s: %w", s.opts.FlowControlThreshold, errs.ErrFlowControl)
+	}
+	if lag := s.guard.lagging.Load(); lag > 0 {
+		return fmt.Errorf("mqlite: the dispatcher is %d bytes behind the CommitLog, more than MaxDispatchLag %d: %w",
+			lag, s.opts.MaxDispatchLag, errs.ErrFlowControl)
 	}
 	return nil
 }
@@ -89,6 +95,7 @@ func (s *Store) monitor() {
 			}
 			nextStats = now.Add(s.opts.StatsInterval)
 		}
+		s.checkDispatchLag()
 		if s.opts.FlowControlThreshold < 0 {
 			continue
 		}
@@ -113,6 +120,21 @@ func (s *Store) monitor() {
 			s.guard.busy.Store(busy)
 			s.opts.Logger.Warn("mqlite: flow control", "on", busy)
 		}
+	}
+}
+
+// checkDispatchLag samples how far the dispatcher is behind, against
+// Options.MaxDispatchLag.
+func (s *Store) checkDispatchLag() {
+	if s.opts.MaxDispatchLag <= 0 {
+		return
+	}
+	lag := max(s.log.WrotePosition()-s.disp.dispatched(), 0)
+	if lag <= s.opts.MaxDispatchLag {
+		lag = 0
+	}
+	if was := s.guard.lagging.Swap(lag); (was > 0) != (lag > 0) {
+		s.opts.Logger.Warn("mqlite: flow control: dispatch lag", "on", lag > 0, "lag", lag, "max", s.opts.MaxDispatchLag)
 	}
 }
 

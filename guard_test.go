@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/mqlite/mqlite/clock"
 	"github.com/mqlite/mqlite/internal/vfs"
 )
 
@@ -200,4 +201,66 @@ func TestDiskFullOnAllocationResumes(t *testing.T) {
 		_, err := s.MessageByID(id)
 		require.NoError(t, err, "acknowledged %s", id)
 	}
+}
+
+// S30: with MaxDispatchLag set, a dispatcher that falls behind (here: its
+// next ConsumeQueue file hangs on the disk) shows at the producers: once
+// the CommitLog is more than that far ahead of the queues, sends fail fast
+// with ErrFlowControl and store nothing; once it catches up they flow
+// again, and consumers see every message. (Not under synctest: the
+// checkpoint waits for the hung queue's lock, which is not a durable
+// block.)
+func TestDispatchLagTriggersFlowControl(t *testing.T) {
+	ffs := vfs.NewFaulty(vfs.NewMem())
+	clk := clock.NewFake(time.Unix(1_700_000_000, 0))
+	s, err := openFS(ffs, "/lag", &Options{SegmentSize: 1 << 20, ConsumeQueueEntries: 64, MaxDispatchLag: 64 << 10, Clock: clk})
+	require.NoError(t, err)
+	defer s.Close()
+	ctx := context.Background()
+	body := make([]byte, 1000)
+	_, err = s.Put(ctx, &Message{Topic: "t", Body: body}, 0) // the queue's first file
+	require.NoError(t, err)
+	require.NoError(t, s.WaitVisible(ctx))
+	release := make(chan struct{})
+	var hung atomic.Bool
+	ffs.SetInjector(func(op vfs.Op, path string) error {
+		if op == vfs.OpAllocate && strings.Contains(path, "consumequeue") {
+			hung.Store(true)
+			<-release // the queue's second file: dispatch waits for the disk
+		}
+		return nil
+	})
+	// A batch too large for the sender to dispatch itself: the loop does,
+	// and hangs at entry 64.
+	batch := make([]*Message, 100)
+	for i := range batch {
+		batch[i] = &Message{Topic: "t", Body: body}
+	}
+	_, err = s.PutBatch(ctx, batch, 0)
+	require.NoError(t, err)
+	n := 1 + len(batch)
+	waitFor(t, "the dispatcher to hang", hung.Load)
+	require.Greater(t, s.log.WrotePosition()-s.disp.dispatched(), int64(64<<10))
+	_, err = s.Put(ctx, &Message{Topic: "t", Body: body}, 0)
+	require.NoError(t, err, "the monitor has not sampled the lag yet")
+	n++
+	clk.Advance(time.Second) // the monitor samples it
+	waitFor(t, "the monitor to see the lag", func() bool { return s.guard.lagging.Load() > 0 })
+	before := s.log.WrotePosition()
+	_, err = s.Put(ctx, &Message{Topic: "t", Body: body}, 0)
+	require.ErrorIs(t, err, ErrFlowControl)
+	require.Contains(t, err.Error(), "MaxDispatchLag")
+	require.Equal(t, before, s.log.WrotePosition(), "a refused send stores nothing")
+
+	close(release)
+	require.NoError(t, s.WaitVisible(ctx))
+	clk.Advance(time.Second)
+	waitFor(t, "the monitor to see the catch-up", func() bool { return s.guard.lagging.Load() == 0 })
+	_, err = s.Put(ctx, &Message{Topic: "t", Body: body}, 0)
+	require.NoError(t, err, "the dispatcher caught up")
+	n++
+	require.NoError(t, s.WaitVisible(ctx))
+	max, err := s.MaxOffset("t", 0)
+	require.NoError(t, err)
+	require.EqualValues(t, n, max)
 }

@@ -104,6 +104,15 @@ type Options struct {
 	// Default 1 s (RocketMQ's osPageCacheBusyTimeOutMills); negative
 	// turns it off.
 	FlowControlThreshold time.Duration
+	// MaxDispatchLag: while the CommitLog is more than this many bytes
+	// ahead of what the dispatcher has made visible in the ConsumeQueue
+	// (Stats' DispatchLag), sends fail fast with ErrFlowControl, so that
+	// a stalled dispatcher (a slow disk under the queues and index)
+	// shows at the producers instead of starving the consumers
+	// silently. Checked with the flow-control threshold's period (a
+	// quarter of it), so the lag may pass it by what arrives in that
+	// time. Default 0: no bound (as RocketMQ, which only reports it).
+	MaxDispatchLag int64
 
 	// Retention: sealed CommitLog segments older than Retention (default
 	// 72 h) are deleted at DeleteHour (1-23, or 24 for midnight, in the
@@ -241,6 +250,9 @@ func (o *Options) withDefaults() (Options, error) {
 	}
 	if c.MaxStoreBytes < 0 {
 		problems = append(problems, fmt.Errorf("negative MaxStoreBytes %d", c.MaxStoreBytes))
+	}
+	if c.MaxDispatchLag < 0 {
+		problems = append(problems, fmt.Errorf("negative MaxDispatchLag %d", c.MaxDispatchLag))
 	}
 	if c.DefaultTopicQueues == 0 {
 		c.DefaultTopicQueues = topic.DefaultQueues

@@ -335,3 +335,47 @@ func TestDelaySaveWakesTheDispatcher(t *testing.T) {
 	require.NoError(t, err, "the record save flushed is not visible")
 	require.Equal(t, "delivered", string(ms[0].Body))
 }
+
+// TestTimerBucketsBackAfterPowerLossDeliverOnce: a timer bucket's removal
+// after its delivery is durable only with the timer directory's next
+// sync, so a power loss can bring back every bucket delivered since, not
+// only the one being delivered. Each of their messages is delivered once:
+// before, only the first bucket after Open was checked against the
+// index, and the others were delivered a second time.
+func TestTimerBucketsBackAfterPowerLossDeliverOnce(t *testing.T) {
+	clk := clock.NewFake(t0)
+	ffs := vfs.NewFaulty(vfs.NewMem())
+	opts := &Options{Clock: clk, SegmentSize: 1 << 20, Flush: FlushSync}
+	s, err := openFS(ffs, "/d", opts)
+	require.NoError(t, err)
+	require.NoError(t, s.CreateTopic("tm", TopicConfig{Queues: 1}))
+	ctx := context.Background()
+	for i := range 3 { // three buckets, a minute apart
+		_, err := s.Put(ctx, &Message{Topic: "tm", DeliverAt: t0.Add(time.Duration(i+1) * time.Minute), Body: []byte{byte(i)}}, 0)
+		require.NoError(t, err)
+	}
+	// The timer service buckets each (and syncs the directory) before it
+	// delivers anything, and removes each bucket once delivered.
+	for i := range 3 {
+		clk.Set(t0.Add(time.Duration(i+1) * time.Minute))
+		readN(t, s, "tm", 0, i+1) // delivered durably: FlushSync shows only flushed records
+	}
+	img := ffs.Crash(rand.New(rand.NewPCG(1, 2)), 0) // nothing unsynced survives: the removals are undone
+	require.NoError(t, s.Close())
+
+	clk = clock.NewFake(clk.Now())
+	s, err = openFS(vfs.NewFaulty(img), "/d", &Options{Clock: clk, SegmentSize: 1 << 20, Flush: FlushSync})
+	require.NoError(t, err)
+	defer s.Close()
+	// A later timer: buckets go in order, so once it is delivered, the
+	// buckets before it are done.
+	_, err = s.Put(ctx, &Message{Topic: "tm", DeliverAt: clk.Now().Add(time.Minute), Body: []byte{9}}, 0)
+	require.NoError(t, err)
+	clk.Advance(time.Minute)
+	got := readN(t, s, "tm", 0, 4)
+	require.NoError(t, s.WaitVisible(ctx))
+	n, err := s.MaxOffset("tm", 0)
+	require.NoError(t, err)
+	require.Equal(t, int64(4), n, "each timer once")
+	require.Equal(t, []byte{9}, got[3].Body)
+}

@@ -379,3 +379,48 @@ func TestTimerBucketsBackAfterPowerLossDeliverOnce(t *testing.T) {
 	require.Equal(t, int64(4), n, "each timer once")
 	require.Equal(t, []byte{9}, got[3].Body)
 }
+
+// TestTimerDeliveryDurableBeforeBucketGoes: a timer bucket is all that
+// remembers its messages once the timer queue is past them, so their
+// deliveries must be durable before the bucket is removed. Before, under
+// FlushAsync a power loss after the removal reached the disk (with the
+// timer directory's next sync) lost a timer message whose own record had
+// long been durable.
+func TestTimerDeliveryDurableBeforeBucketGoes(t *testing.T) {
+	clk := clock.NewFake(t0)
+	ffs := vfs.NewFaulty(vfs.NewMem())
+	opts := func() *Options {
+		// No periodic flush comes while the test runs.
+		return &Options{Clock: clk, SegmentSize: 1 << 20, Flush: FlushAsync, FlushInterval: time.Hour, FlushThoroughInterval: time.Hour}
+	}
+	s, err := openFS(ffs, "/d", opts())
+	require.NoError(t, err)
+	require.NoError(t, s.CreateTopic("tm", TopicConfig{Queues: 1}))
+	ctx := context.Background()
+	_, err = s.Put(ctx, &Message{Topic: "tm", DeliverAt: t0.Add(time.Minute), Body: []byte("a")}, 0)
+	require.NoError(t, err)
+	_, err = s.log.Flush() // the timer record is durable
+	require.NoError(t, err)
+	clk.Set(t0.Add(time.Minute))
+	readN(t, s, "tm", 0, 1) // delivered; its bucket removed
+	// A second timer: bucketing it syncs the timer directory, which makes
+	// the first bucket's removal durable.
+	_, err = s.Put(ctx, &Message{Topic: "tm", DeliverAt: t0.Add(3 * time.Minute), Body: []byte("b")}, 0)
+	require.NoError(t, err)
+	clk.Set(t0.Add(3 * time.Minute))
+	readN(t, s, "tm", 0, 2)
+	img := ffs.Crash(rand.New(rand.NewPCG(1, 2)), 0) // only what was synced
+	require.NoError(t, s.Close())
+
+	clk = clock.NewFake(clk.Now())
+	s, err = openFS(vfs.NewFaulty(img), "/d", opts())
+	require.NoError(t, err)
+	defer s.Close()
+	require.NoError(t, s.WaitVisible(ctx))
+	n, err := s.MaxOffset("tm", 0)
+	require.NoError(t, err)
+	require.Positive(t, n, "the first timer survives")
+	got, err := s.ReadQueue(ctx, "tm", 0, 0, 1)
+	require.NoError(t, err)
+	require.Equal(t, "a", string(got[0].Body))
+}

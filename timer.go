@@ -317,6 +317,15 @@ func (t *timers) deliverDue() (int64, error) {
 		if len(t.cur) > 0 {
 			return t.cur[0].due, nil // the rest of this bucket is due later
 		}
+		// The bucket is all that remembers its messages (the timer queue
+		// is past them): its deliveries must be durable before it goes,
+		// or a power loss after the removal is durable (the directory's
+		// next sync) loses them. Under FlushAsync they were not; under
+		// FlushSync the group commit had not always flushed them yet.
+		if _, err := t.s.log.Flush(); err != nil {
+			return 0, err
+		}
+		t.s.disp.notify() // under FlushSync the dispatcher waits for flushes; this one is not the group commit's
 		t.cur = nil
 		if err := t.s.fs.Remove(t.bucketPath(b)); err != nil && !errors.Is(err, vfs.ErrNotExist) {
 			return 0, fmt.Errorf("mqlite: remove %s: %w (%w)", t.bucketPath(b), errs.ErrIO, err)

@@ -105,7 +105,47 @@ func newTimers(s *Store) (*timers, error) {
 		t.buckets = append(t.buckets, b)
 	}
 	slices.Sort(t.buckets)
+	// A power loss that cut the CommitLog's tail took timer records the
+	// buckets still name; their offsets are written again by new records.
+	// Those entries must go before anything is appended: delivered, they
+	// would read another record (a timer message delivered at another's
+	// time, or an error retried forever that stalled every timer after).
+	end := s.log.WrotePosition()
+	for _, b := range t.buckets {
+		if err := t.dropStale(b, end); err != nil {
+			return nil, err
+		}
+	}
 	return t, nil
+}
+
+// dropStale rewrites bucket b without its entries for CommitLog offsets
+// at or past end (records that no longer exist). Damaged entries stay, for
+// loadBucket to report.
+func (t *timers) dropStale(b, end int64) error {
+	path := t.bucketPath(b)
+	data, err := vfs.ReadFile(t.s.fs, path)
+	if err != nil {
+		return fmt.Errorf("mqlite: read %s: %w (%w)", path, errs.ErrIO, err)
+	}
+	kept := make([]byte, 0, len(data))
+	dropped := 0
+	for p := 0; p+bucketEntry <= len(data); p += bucketEntry {
+		e := data[p : p+bucketEntry]
+		if binary.LittleEndian.Uint32(e[12:]) == crc32.Checksum(e[:12], castagnoli) && int64(binary.LittleEndian.Uint64(e)) >= end {
+			dropped++
+			continue
+		}
+		kept = append(kept, e...)
+	}
+	if dropped == 0 {
+		return nil
+	}
+	t.s.opts.Logger.Warn("mqlite: dropping timer entries for records a crash lost", "path", path, "entries", dropped)
+	if err := vfs.WriteFileAtomic(t.s.fs, t.dir, filepath.Base(path), kept); err != nil {
+		return fmt.Errorf("mqlite: write %s: %w (%w)", path, errs.ErrIO, err)
+	}
+	return nil
 }
 
 // loadTimerState reads the timer service's progress: an ErrCorrupt naming

@@ -469,3 +469,41 @@ func TestTimerBucketsForgetRecordsACrashLost(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, int64(2), n, "nothing else delivered")
 }
+
+// TestTimerProgressMovedBackIsSaved: the timer service saves its position
+// after bucketing, without waiting for the records to be durable, so after
+// a power loss it can lie past the end of the timer queue. Open moves it
+// back and must save that before it takes a put: before, it was moved
+// back in memory only, and a second power loss before the next bucketing
+// brought the stale position back over timer messages stored since, which
+// were never delivered.
+func TestTimerProgressMovedBackIsSaved(t *testing.T) {
+	clk := clock.NewFake(t0)
+	ffs := vfs.NewFaulty(vfs.NewMem())
+	opts := func() *Options {
+		// No periodic flush comes while the test runs.
+		return &Options{Clock: clk, SegmentSize: 1 << 20, Flush: FlushAsync, FlushInterval: time.Hour, FlushThoroughInterval: time.Hour}
+	}
+	s, err := openFS(ffs, "/d", opts())
+	require.NoError(t, err)
+	require.NoError(t, s.CreateTopic("tm", TopicConfig{Queues: 1}))
+	ctx := context.Background()
+	for _, d := range []time.Duration{time.Second, 50 * time.Second} { // one bucket: delivering the first flushes nothing
+		_, err = s.Put(ctx, &Message{Topic: "tm", DeliverAt: t0.Add(d), Body: []byte("lost")}, 0)
+		require.NoError(t, err)
+	}
+	clk.Set(t0.Add(time.Second))
+	readN(t, s, "tm", 0, 1) // both bucketed, the position (2) saved; the records are not durable
+	img := ffs.Crash(rand.New(rand.NewPCG(1, 2)), 0)
+	require.NoError(t, s.Close())
+
+	s, err = openFS(vfs.NewFaulty(img), "/d", opts())
+	require.NoError(t, err)
+	defer s.Close()
+	n, err := s.MaxOffset(topic.Timer, 0)
+	require.NoError(t, err)
+	require.Zero(t, n, "the timer queue lost its entries")
+	st, err := s.loadTimerState()
+	require.NoError(t, err)
+	require.Equal(t, int64(0), st.Enqueued, "the position moved back is saved")
+}

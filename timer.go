@@ -87,6 +87,15 @@ func newTimers(s *Store) (*timers, error) {
 		s.opts.Logger.Warn("mqlite: timer progress lies past the end of the timer queue; moved back",
 			"enqueued", st.Enqueued, "end", end)
 		st.Enqueued = end
+		// Saved now, before a put: the position is written only after
+		// bucketing (which does not wait for the records to be durable),
+		// so it can lie past a queue a power loss cut. Kept in memory
+		// only, a second power loss before the next bucketing brought the
+		// stale position back, now over timer messages stored since,
+		// which were then never bucketed: lost.
+		if err := cfgfile.Write(s.fs, s.path(configDir), timerFile, timerMagic, timerVersion, st); err != nil {
+			return nil, err
+		}
 	}
 	t.enqueued.Store(st.Enqueued)
 	if err := s.fs.MkdirAll(t.dir, 0o755); err != nil {

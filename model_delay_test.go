@@ -13,7 +13,6 @@ package mqlite
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"maps"
 	"slices"
@@ -25,13 +24,6 @@ import (
 
 	"github.com/mqlite/mqlite/topic"
 )
-
-// Under FlushAsync a power loss still loses, now and then, a timer
-// message whose own record survived (its delivery is gone and it is not
-// delivered again); the cause is not found yet. Until it is, delayed puts
-// under FlushAsync use delay levels only; this flag puts timers there too,
-// to reproduce it.
-var modelAsyncTimers = flag.Bool("model.asynctimers", false, "also put deliver-at (timer) messages under FlushAsync (a known loss, see model_delay_test.go)")
 
 const (
 	modelDelayTopic  = "td"
@@ -70,7 +62,7 @@ func (r *modelRun) delayed() {
 	now := r.clk.Now()
 	level := 1 + r.rng.IntN(modelMaxDelayLevel)
 	at := now.Add(time.Second + time.Duration(r.rng.Int64N(int64(modelMaxDeliverAt-time.Second)))).Truncate(time.Millisecond)
-	if r.rng.IntN(2) == 0 || (r.cfg.flush == FlushAsync && !*modelAsyncTimers) {
+	if r.rng.IntN(2) == 0 {
 		m.DelayLevel = level
 		p.due = now.Add(DefaultDelayLevels[m.DelayLevel-1])
 	} else {

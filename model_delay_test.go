@@ -120,7 +120,10 @@ func (r *modelRun) cutDeliveries(dq modelQueue) []modelMsg {
 		require.NoError(r.t, err, r.step)
 		m := got[0]
 		i := slices.IndexFunc(cut, func(mm modelMsg) bool { return mm.pend.uniq == m.UniqKey && mm.reconsume == m.ReconsumeTimes })
-		require.GreaterOrEqual(r.t, i, 0, "%s: %s/%d@%d (reconsume %d, stored %s) after a power loss is no message the image lost (%s)", r.step, dq.topic, dq.q, off, m.ReconsumeTimes, m.StoreTimestamp, r.whereIs(m))
+		if i < 0 {
+			require.Failf(r.t, "an unexpected delivery", "%s: %s/%d@%d (reconsume %d, stored %s) after a power loss is no message the image lost (%s)",
+				r.step, dq.topic, dq.q, off, m.ReconsumeTimes, m.StoreTimestamp, r.whereIs(m))
+		}
 		mm := cut[i]
 		mm.id = m.MsgID
 		r.q[dq.topic][dq.q] = append(r.q[dq.topic][dq.q], mm)
@@ -147,8 +150,10 @@ func (r *modelRun) settle() {
 		for len(due) > 0 {
 			from := int64(len(r.q[dq.topic][dq.q]))
 			got, err := r.s.ReadQueue(ctx, dq.topic, dq.q, from, len(due))
-			require.NoError(r.t, err, "%s: waiting for %d due messages in %s/%d at %d (the first due at %s, now %s; %s)",
-				r.step, len(due), dq.topic, dq.q, from, r.firstDue(due), now, r.diag(due))
+			if err != nil {
+				require.NoError(r.t, err, "%s: waiting for %d due messages in %s/%d at %d (the first due at %s, now %s; %s)",
+					r.step, len(due), dq.topic, dq.q, from, r.firstDue(due), now, r.diag(due))
+			}
 			for _, m := range got {
 				var p *modelPending
 				for c := range due {
@@ -156,8 +161,10 @@ func (r *modelRun) settle() {
 						p = c
 					}
 				}
-				require.NotNil(r.t, p, "%s: %s/%d@%d (key %v, unique key %s, reconsume %d, stored %s) is no message due now: delivered twice or early (%s)",
-					r.step, dq.topic, dq.q, m.QueueOffset, m.Keys, m.UniqKey, m.ReconsumeTimes, m.StoreTimestamp, r.whereIs(m))
+				if p == nil {
+					require.Failf(r.t, "an unexpected delivery", "%s: %s/%d@%d (key %v, unique key %s, reconsume %d, stored %s) is no message due now: delivered twice or early (%s)",
+						r.step, dq.topic, dq.q, m.QueueOffset, m.Keys, m.UniqKey, m.ReconsumeTimes, m.StoreTimestamp, r.whereIs(m))
+				}
 				require.False(r.t, m.StoreTimestamp.Before(p.due.Truncate(time.Millisecond)), "%s: delivered at %s, due at %s", r.step, m.StoreTimestamp, p.due)
 				mm := p.msg
 				mm.id, mm.pend = m.MsgID, p

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -446,4 +447,64 @@ func TestRetriesSurviveKill9(t *testing.T) {
 	require.Empty(t, before, "attempts beyond 0..16 before the crash")
 	require.Empty(t, after, "attempts beyond 0..16 after the crash")
 	t.Logf("%d attempts redelivered across the crash", redelivered)
+}
+
+// TestCommittedOffsetPastACutQueueIsMovedBack: a power loss that cuts a
+// queue's tail below a group's committed offset must not make the group
+// skip the messages stored there afterwards. Before, the offset was only
+// capped in memory when a member started, so after a second power loss
+// (before the next persist) the stale offset came back and the message
+// stored in between was skipped.
+func TestCommittedOffsetPastACutQueueIsMovedBack(t *testing.T) {
+	clk := clock.NewFake(t0)
+	ffs := vfs.NewFaulty(vfs.NewMem())
+	opts := func() *Options {
+		// No periodic flush or offset persist comes while the test runs.
+		return &Options{Clock: clk, SegmentSize: 1 << 20, Flush: FlushAsync, FlushInterval: time.Hour, FlushThoroughInterval: time.Hour,
+			OffsetPersistInterval: time.Hour}
+	}
+	s, err := openFS(ffs, "/d", opts())
+	require.NoError(t, err)
+	require.NoError(t, s.CreateTopic("t", TopicConfig{Queues: 1}))
+	ctx := context.Background()
+	for range 3 {
+		_, err := s.Put(ctx, &Message{Topic: "t", Body: []byte("lost")}, 0)
+		require.NoError(t, err)
+	}
+	pc, err := s.NewPullConsumer("g", ConsumerOptions{ConsumeFromWhere: ConsumeFromFirstOffset})
+	require.NoError(t, err)
+	require.NoError(t, pc.Assign("t", nil, 0))
+	pctx, cancel := context.WithTimeout(ctx, time.Minute) // a watchdog
+	defer cancel()
+	for got := 0; got < 3; {
+		ms, err := pc.Poll(pctx, 3-got)
+		require.NoError(t, err)
+		got += len(ms)
+	}
+	require.NoError(t, pc.Commit())
+	require.NoError(t, s.consumers.PersistOffsets()) // offset 3 is durable; the messages are not
+	img := ffs.Crash(rand.New(rand.NewPCG(1, 2)), 0)
+	require.NoError(t, s.Close())
+
+	ffs = vfs.NewFaulty(img)
+	s, err = openFS(ffs, "/d", opts())
+	require.NoError(t, err)
+	n, err := s.MaxOffset("t", 0)
+	require.NoError(t, err)
+	require.Zero(t, n, "the queue lost its messages")
+	_, err = s.Put(ctx, &Message{Topic: "t", Body: []byte("kept")}, 0)
+	require.NoError(t, err)
+	_, err = s.log.Flush() // durable
+	require.NoError(t, err)
+	img = ffs.Crash(rand.New(rand.NewPCG(1, 2)), 0)
+	require.NoError(t, s.Close())
+
+	s, err = openFS(vfs.NewFaulty(img), "/d", opts())
+	require.NoError(t, err)
+	defer s.Close()
+	lag, err := s.ConsumerLag("g")
+	require.NoError(t, err)
+	require.Len(t, lag, 1)
+	require.Equal(t, int64(1), lag[0].MaxOffset)
+	require.Equal(t, int64(0), lag[0].Committed, "the committed offset was moved back to the queue's end")
 }

@@ -2,6 +2,7 @@ package mqlite
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"iter"
 	"path/filepath"
@@ -381,6 +382,9 @@ func (s *Store) MessagesByKey(topic, key string, from, to time.Time, max int) ([
 			continue // not yet visible to readers
 		}
 		m, err := s.ReadAt(off)
+		if errors.Is(err, errs.ErrNotFound) && off < s.log.MinOffset() {
+			continue // removed by retention: an IndexFile outlives the first records it names
+		}
 		if err != nil {
 			return nil, err
 		}

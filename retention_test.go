@@ -157,3 +157,29 @@ func TestRetentionInMemoryKeepsNoSpare(t *testing.T) {
 	require.Positive(t, rep.Segments)
 	require.Empty(t, spareFiles(t, s))
 }
+
+// TestLookupsSkipRecordsRetentionRemoved: an IndexFile outlives the first
+// records it names, so key lookups meet entries whose records retention
+// removed. They are skipped: before, MessagesByKey failed with ErrNotFound,
+// and so did the unique-key check of delayed deliveries and retries after
+// a restart, which then retried for ever and stalled their delay level.
+func TestLookupsSkipRecordsRetentionRemoved(t *testing.T) {
+	clk := clock.NewFake(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
+	s, err := openFS(vfs.NewMem(), "/ret", &Options{Clock: clk, SegmentSize: 16 << 10, Retention: 30 * time.Minute, IndexEntries: 4096})
+	require.NoError(t, err)
+	defer s.Close()
+	require.NoError(t, s.CreateTopic("ret", TopicConfig{Queues: 1}))
+	ctx := context.Background()
+	old, err := s.Put(ctx, &Message{Topic: "ret", Keys: []string{"k"}, Body: []byte("old")}, 0)
+	require.NoError(t, err)
+	fillHours(t, s, clk, 2, 40) // about 2.5 segments an hour
+	_, err = s.CleanExpired()
+	require.NoError(t, err)
+	require.Greater(t, s.log.MinOffset(), old.Offset, "the first segment went")
+	ms, err := s.MessagesByKey("ret", "k", time.Time{}, clk.Now(), 10)
+	require.NoError(t, err)
+	require.Empty(t, ms)
+	found, err := s.hasUniqKey("ret", old.UniqKey(), old.StoreTime.Add(-time.Second), nil)
+	require.NoError(t, err)
+	require.False(t, found)
+}

@@ -273,15 +273,21 @@ func (d *scheduler) run(level int) {
 
 // indexed waits until the CommitLog as of now is dispatched, so the index
 // knows every message delivered before a restart; false when stopping.
-func (d *scheduler) indexed() bool {
-	ch, err := d.s.disp.waitCh(nil, d.s.log.WrotePosition())
+func (d *scheduler) indexed() bool { return d.s.indexedNow(d.quit) }
+
+// indexedNow waits until the CommitLog as of now is dispatched (after a
+// restart, re-dispatch runs in the background), so that the index knows
+// every message delivered before; false when quit closes or the store
+// stops.
+func (s *Store) indexedNow(quit <-chan struct{}) bool {
+	ch, err := s.disp.waitCh(nil, s.log.WrotePosition())
 	if err != nil {
 		return false
 	}
 	select {
 	case <-ch:
 		return true
-	case <-d.quit:
+	case <-quit:
 		return false
 	}
 }
@@ -408,6 +414,12 @@ func (s *Store) hasUniqKey(topicName, uniq string, since time.Time, match func(*
 	}
 	for _, off := range offs {
 		m, err := s.ReadAt(off)
+		if errors.Is(err, errs.ErrNotFound) && off < s.log.MinOffset() {
+			// Removed by retention (an IndexFile outlives the first records
+			// it names): not a delivery to skip. Failing here stalled a
+			// delay level, or the timers, retrying the lookup for ever.
+			continue
+		}
 		if err != nil {
 			return false, err
 		}

@@ -335,3 +335,175 @@ func TestDelaySaveWakesTheDispatcher(t *testing.T) {
 	require.NoError(t, err, "the record save flushed is not visible")
 	require.Equal(t, "delivered", string(ms[0].Body))
 }
+
+// TestTimerBucketsBackAfterPowerLossDeliverOnce: a timer bucket's removal
+// after its delivery is durable only with the timer directory's next
+// sync, so a power loss can bring back every bucket delivered since, not
+// only the one being delivered. Each of their messages is delivered once:
+// before, only the first bucket after Open was checked against the
+// index, and the others were delivered a second time.
+func TestTimerBucketsBackAfterPowerLossDeliverOnce(t *testing.T) {
+	clk := clock.NewFake(t0)
+	ffs := vfs.NewFaulty(vfs.NewMem())
+	opts := &Options{Clock: clk, SegmentSize: 1 << 20, Flush: FlushSync}
+	s, err := openFS(ffs, "/d", opts)
+	require.NoError(t, err)
+	require.NoError(t, s.CreateTopic("tm", TopicConfig{Queues: 1}))
+	ctx := context.Background()
+	for i := range 3 { // three buckets, a minute apart
+		_, err := s.Put(ctx, &Message{Topic: "tm", DeliverAt: t0.Add(time.Duration(i+1) * time.Minute), Body: []byte{byte(i)}}, 0)
+		require.NoError(t, err)
+	}
+	// The timer service buckets each (and syncs the directory) before it
+	// delivers anything, and removes each bucket once delivered.
+	for i := range 3 {
+		clk.Set(t0.Add(time.Duration(i+1) * time.Minute))
+		readN(t, s, "tm", 0, i+1) // delivered durably: FlushSync shows only flushed records
+	}
+	img := ffs.Crash(rand.New(rand.NewPCG(1, 2)), 0) // nothing unsynced survives: the removals are undone
+	require.NoError(t, s.Close())
+
+	clk = clock.NewFake(clk.Now())
+	s, err = openFS(vfs.NewFaulty(img), "/d", &Options{Clock: clk, SegmentSize: 1 << 20, Flush: FlushSync})
+	require.NoError(t, err)
+	defer s.Close()
+	// A later timer: buckets go in order, so once it is delivered, the
+	// buckets before it are done.
+	_, err = s.Put(ctx, &Message{Topic: "tm", DeliverAt: clk.Now().Add(time.Minute), Body: []byte{9}}, 0)
+	require.NoError(t, err)
+	clk.Advance(time.Minute)
+	got := readN(t, s, "tm", 0, 4)
+	require.NoError(t, s.WaitVisible(ctx))
+	n, err := s.MaxOffset("tm", 0)
+	require.NoError(t, err)
+	require.Equal(t, int64(4), n, "each timer once")
+	require.Equal(t, []byte{9}, got[3].Body)
+}
+
+// TestTimerDeliveryDurableBeforeBucketGoes: a timer bucket is all that
+// remembers its messages once the timer queue is past them, so their
+// deliveries must be durable before the bucket is removed. Before, under
+// FlushAsync a power loss after the removal reached the disk (with the
+// timer directory's next sync) lost a timer message whose own record had
+// long been durable.
+func TestTimerDeliveryDurableBeforeBucketGoes(t *testing.T) {
+	clk := clock.NewFake(t0)
+	ffs := vfs.NewFaulty(vfs.NewMem())
+	opts := func() *Options {
+		// No periodic flush comes while the test runs.
+		return &Options{Clock: clk, SegmentSize: 1 << 20, Flush: FlushAsync, FlushInterval: time.Hour, FlushThoroughInterval: time.Hour}
+	}
+	s, err := openFS(ffs, "/d", opts())
+	require.NoError(t, err)
+	require.NoError(t, s.CreateTopic("tm", TopicConfig{Queues: 1}))
+	ctx := context.Background()
+	_, err = s.Put(ctx, &Message{Topic: "tm", DeliverAt: t0.Add(time.Minute), Body: []byte("a")}, 0)
+	require.NoError(t, err)
+	_, err = s.log.Flush() // the timer record is durable
+	require.NoError(t, err)
+	clk.Set(t0.Add(time.Minute))
+	readN(t, s, "tm", 0, 1) // delivered; its bucket removed
+	// A second timer: bucketing it syncs the timer directory, which makes
+	// the first bucket's removal durable.
+	_, err = s.Put(ctx, &Message{Topic: "tm", DeliverAt: t0.Add(3 * time.Minute), Body: []byte("b")}, 0)
+	require.NoError(t, err)
+	clk.Set(t0.Add(3 * time.Minute))
+	readN(t, s, "tm", 0, 2)
+	img := ffs.Crash(rand.New(rand.NewPCG(1, 2)), 0) // only what was synced
+	require.NoError(t, s.Close())
+
+	clk = clock.NewFake(clk.Now())
+	s, err = openFS(vfs.NewFaulty(img), "/d", opts())
+	require.NoError(t, err)
+	defer s.Close()
+	require.NoError(t, s.WaitVisible(ctx))
+	n, err := s.MaxOffset("tm", 0)
+	require.NoError(t, err)
+	require.Positive(t, n, "the first timer survives")
+	got, err := s.ReadQueue(ctx, "tm", 0, 0, 1)
+	require.NoError(t, err)
+	require.Equal(t, "a", string(got[0].Body))
+}
+
+// TestTimerBucketsForgetRecordsACrashLost: a power loss that cuts the
+// CommitLog's tail takes timer records whose bucket entries are durable,
+// and new records take their offsets. Such entries are dropped at Open;
+// before, delivering one read the new record (here not a timer message:
+// an error retried forever, which stalled every timer after it).
+func TestTimerBucketsForgetRecordsACrashLost(t *testing.T) {
+	clk := clock.NewFake(t0)
+	ffs := vfs.NewFaulty(vfs.NewMem())
+	opts := func() *Options {
+		// No periodic flush comes while the test runs.
+		return &Options{Clock: clk, SegmentSize: 1 << 20, Flush: FlushAsync, FlushInterval: time.Hour, FlushThoroughInterval: time.Hour}
+	}
+	s, err := openFS(ffs, "/d", opts())
+	require.NoError(t, err)
+	require.NoError(t, s.CreateTopic("tm", TopicConfig{Queues: 1}))
+	ctx := context.Background()
+	for _, d := range []time.Duration{50 * time.Second, time.Second} { // one bucket
+		_, err = s.Put(ctx, &Message{Topic: "tm", DeliverAt: t0.Add(d), Body: []byte("lost")}, 0)
+		require.NoError(t, err)
+	}
+	clk.Set(t0.Add(time.Second))
+	readN(t, s, "tm", 0, 1) // so both are in their bucket, durably; their records are not
+	img := ffs.Crash(rand.New(rand.NewPCG(1, 2)), 0)
+	require.NoError(t, s.Close())
+
+	clk = clock.NewFake(clk.Now())
+	s, err = openFS(vfs.NewFaulty(img), "/d", opts())
+	require.NoError(t, err)
+	defer s.Close()
+	_, err = s.Put(ctx, &Message{Topic: "tm", Body: []byte("plain")}, 0) // where the first timer record was
+	require.NoError(t, err)
+	_, err = s.Put(ctx, &Message{Topic: "tm", DeliverAt: t0.Add(2 * time.Minute), Body: []byte("later")}, 0)
+	require.NoError(t, err)
+	clk.Set(t0.Add(2 * time.Minute))
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second) // a watchdog: the stalled timers never deliver
+	defer cancel()
+	got, err := s.ReadQueue(wctx, "tm", 0, 1, 1)
+	require.NoError(t, err, "the later timer is delivered")
+	require.Equal(t, "later", string(got[0].Body))
+	require.NoError(t, s.WaitVisible(ctx))
+	n, err := s.MaxOffset("tm", 0)
+	require.NoError(t, err)
+	require.Equal(t, int64(2), n, "nothing else delivered")
+}
+
+// TestTimerProgressMovedBackIsSaved: the timer service saves its position
+// after bucketing, without waiting for the records to be durable, so after
+// a power loss it can lie past the end of the timer queue. Open moves it
+// back and must save that before it takes a put: before, it was moved
+// back in memory only, and a second power loss before the next bucketing
+// brought the stale position back over timer messages stored since, which
+// were never delivered.
+func TestTimerProgressMovedBackIsSaved(t *testing.T) {
+	clk := clock.NewFake(t0)
+	ffs := vfs.NewFaulty(vfs.NewMem())
+	opts := func() *Options {
+		// No periodic flush comes while the test runs.
+		return &Options{Clock: clk, SegmentSize: 1 << 20, Flush: FlushAsync, FlushInterval: time.Hour, FlushThoroughInterval: time.Hour}
+	}
+	s, err := openFS(ffs, "/d", opts())
+	require.NoError(t, err)
+	require.NoError(t, s.CreateTopic("tm", TopicConfig{Queues: 1}))
+	ctx := context.Background()
+	for _, d := range []time.Duration{time.Second, 50 * time.Second} { // one bucket: delivering the first flushes nothing
+		_, err = s.Put(ctx, &Message{Topic: "tm", DeliverAt: t0.Add(d), Body: []byte("lost")}, 0)
+		require.NoError(t, err)
+	}
+	clk.Set(t0.Add(time.Second))
+	readN(t, s, "tm", 0, 1) // both bucketed, the position (2) saved; the records are not durable
+	img := ffs.Crash(rand.New(rand.NewPCG(1, 2)), 0)
+	require.NoError(t, s.Close())
+
+	s, err = openFS(vfs.NewFaulty(img), "/d", opts())
+	require.NoError(t, err)
+	defer s.Close()
+	n, err := s.MaxOffset(topic.Timer, 0)
+	require.NoError(t, err)
+	require.Zero(t, n, "the timer queue lost its entries")
+	st, err := s.loadTimerState()
+	require.NoError(t, err)
+	require.Equal(t, int64(0), st.Enqueued, "the position moved back is saved")
+}

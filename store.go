@@ -219,6 +219,10 @@ func (s *Store) open() error {
 	if s.consumers, err = s.newConsumers(); err != nil {
 		return err
 	}
+	// Before the first put: see ClampOffsets.
+	if err := s.consumers.ClampOffsets(); err != nil {
+		return err
+	}
 	return nil
 }
 

@@ -38,8 +38,10 @@ const (
 // saved), so pending timers live on disk: memory holds only the entries of
 // the minute being delivered. When a minute comes due its file is loaded,
 // sorted, and delivered in due order; the file is removed when done.
-// After a restart a bucket that was being delivered is delivered again,
-// skipping messages the index shows were delivered already.
+// After a restart the buckets due by then are delivered again (a power
+// loss may have undone the removal of any delivered since the timer
+// directory's last sync), skipping messages the index shows were
+// delivered already.
 type timers struct {
 	s    *Store
 	dir  string
@@ -50,7 +52,12 @@ type timers struct {
 	buckets  []int64
 	cur      []timerEntry // entries of due buckets, by due time
 	curEnd   int64        // buckets below this are loaded into cur
-	verify   bool         // cur may hold messages delivered before a restart
+	// Entries due by verifyUntil (unix seconds; the clock at Open) may
+	// have been delivered before a restart: not only in the bucket being
+	// delivered then, as a bucket's removal is durable only with the
+	// directory's next sync, so a power loss can bring back any number of
+	// delivered buckets. Their deliveries are checked against the index.
+	verifyUntil int64
 }
 
 type timerEntry struct {
@@ -63,7 +70,8 @@ type timerState struct {
 }
 
 func newTimers(s *Store) (*timers, error) {
-	t := &timers{s: s, dir: s.path(timerDir), quit: make(chan struct{}), done: make(chan struct{}), verify: true}
+	t := &timers{s: s, dir: s.path(timerDir), quit: make(chan struct{}), done: make(chan struct{}),
+		verifyUntil: s.opts.Clock.Now().Unix()}
 	if _, err := s.topics.EnsureAtLeast(topic.Timer, 1); err != nil {
 		return nil, err
 	}
@@ -79,6 +87,15 @@ func newTimers(s *Store) (*timers, error) {
 		s.opts.Logger.Warn("mqlite: timer progress lies past the end of the timer queue; moved back",
 			"enqueued", st.Enqueued, "end", end)
 		st.Enqueued = end
+		// Saved now, before a put: the position is written only after
+		// bucketing (which does not wait for the records to be durable),
+		// so it can lie past a queue a power loss cut. Kept in memory
+		// only, a second power loss before the next bucketing brought the
+		// stale position back, now over timer messages stored since,
+		// which were then never bucketed: lost.
+		if err := cfgfile.Write(s.fs, s.path(configDir), timerFile, timerMagic, timerVersion, st); err != nil {
+			return nil, err
+		}
 	}
 	t.enqueued.Store(st.Enqueued)
 	if err := s.fs.MkdirAll(t.dir, 0o755); err != nil {
@@ -97,7 +114,47 @@ func newTimers(s *Store) (*timers, error) {
 		t.buckets = append(t.buckets, b)
 	}
 	slices.Sort(t.buckets)
+	// A power loss that cut the CommitLog's tail took timer records the
+	// buckets still name; their offsets are written again by new records.
+	// Those entries must go before anything is appended: delivered, they
+	// would read another record (a timer message delivered at another's
+	// time, or an error retried forever that stalled every timer after).
+	end := s.log.WrotePosition()
+	for _, b := range t.buckets {
+		if err := t.dropStale(b, end); err != nil {
+			return nil, err
+		}
+	}
 	return t, nil
+}
+
+// dropStale rewrites bucket b without its entries for CommitLog offsets
+// at or past end (records that no longer exist). Damaged entries stay, for
+// loadBucket to report.
+func (t *timers) dropStale(b, end int64) error {
+	path := t.bucketPath(b)
+	data, err := vfs.ReadFile(t.s.fs, path)
+	if err != nil {
+		return fmt.Errorf("mqlite: read %s: %w (%w)", path, errs.ErrIO, err)
+	}
+	kept := make([]byte, 0, len(data))
+	dropped := 0
+	for p := 0; p+bucketEntry <= len(data); p += bucketEntry {
+		e := data[p : p+bucketEntry]
+		if binary.LittleEndian.Uint32(e[12:]) == crc32.Checksum(e[:12], castagnoli) && int64(binary.LittleEndian.Uint64(e)) >= end {
+			dropped++
+			continue
+		}
+		kept = append(kept, e...)
+	}
+	if dropped == 0 {
+		return nil
+	}
+	t.s.opts.Logger.Warn("mqlite: dropping timer entries for records a crash lost", "path", path, "entries", dropped)
+	if err := vfs.WriteFileAtomic(t.s.fs, t.dir, filepath.Base(path), kept); err != nil {
+		return fmt.Errorf("mqlite: write %s: %w (%w)", path, errs.ErrIO, err)
+	}
+	return nil
 }
 
 // loadTimerState reads the timer service's progress: an ErrCorrupt naming
@@ -128,6 +185,13 @@ func (t *timers) run() {
 	q, err := t.s.disp.cq.Queue(topic.Timer, 0, true)
 	if err != nil {
 		t.s.opts.Logger.Error("mqlite: timer service stopped", "err", err)
+		return
+	}
+	// Deliveries made before a restart are skipped by an index lookup
+	// (verify), so the index must know them first: after a power loss it
+	// is rebuilt in the background, and a bucket delivered but whose
+	// removal the crash undid was delivered again.
+	if !t.s.indexedNow(t.quit) {
 		return
 	}
 	for {
@@ -294,7 +358,7 @@ func (t *timers) deliverDue() (int64, error) {
 		}
 		slices.SortStableFunc(t.cur, func(a, b timerEntry) int { return cmp.Compare(a.due, b.due) })
 		for len(t.cur) > 0 && t.cur[0].due <= now {
-			if err := t.deliver(b, t.cur[0].off); err != nil {
+			if err := t.deliver(b, t.cur[0]); err != nil {
 				return 0, err
 			}
 			t.cur = t.cur[1:]
@@ -302,12 +366,20 @@ func (t *timers) deliverDue() (int64, error) {
 		if len(t.cur) > 0 {
 			return t.cur[0].due, nil // the rest of this bucket is due later
 		}
+		// The bucket is all that remembers its messages (the timer queue
+		// is past them): its deliveries must be durable before it goes,
+		// or a power loss after the removal is durable (the directory's
+		// next sync) loses them. Under FlushAsync they were not; under
+		// FlushSync the group commit had not always flushed them yet.
+		if _, err := t.s.log.Flush(); err != nil {
+			return 0, err
+		}
+		t.s.disp.notify() // under FlushSync the dispatcher waits for flushes; this one is not the group commit's
 		t.cur = nil
 		if err := t.s.fs.Remove(t.bucketPath(b)); err != nil && !errors.Is(err, vfs.ErrNotExist) {
 			return 0, fmt.Errorf("mqlite: remove %s: %w (%w)", t.bucketPath(b), errs.ErrIO, err)
 		}
 		t.buckets = t.buckets[1:]
-		t.verify = false
 	}
 	if len(t.cur) > 0 {
 		return t.cur[0].due, nil
@@ -322,7 +394,8 @@ func (t *timers) deliverDue() (int64, error) {
 // real topic and queue. A record that is not a timer message (the timer
 // queue was damaged: another queue's file in its place, say) is not
 // delivered: its entry is an ErrCorrupt.
-func (t *timers) deliver(b, off int64) error {
+func (t *timers) deliver(b int64, e timerEntry) error {
+	off := e.off
 	m, err := t.s.ReadAt(off)
 	if err != nil {
 		if errors.Is(err, errs.ErrNotFound) {
@@ -334,7 +407,7 @@ func (t *timers) deliver(b, off int64) error {
 		return errs.Corrupt(t.bucketPath(b), 0, "timer entry for commitlog offset %d, which holds %s/%d@%d, not a timer message",
 			off, m.Topic, m.QueueID, m.QueueOffset)
 	}
-	return t.s.deliverDue(m, t.verify, "timer")
+	return t.s.deliverDue(m, e.due <= t.verifyUntil, "timer")
 }
 
 // timerBacklog is how many timer messages are stored but not yet in a

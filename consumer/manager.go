@@ -230,6 +230,42 @@ func (mg *Manager) saveGroups() error {
 	return mg.writeIfChanged(GroupsFile, GroupsMagic, body, &mg.lastGroups)
 }
 
+// ClampOffsets lowers every committed offset past its queue's end (the
+// Store's MaxOffset; queues the store does not know are left alone) to
+// that end, and persists the offsets if any changed. A store calls it when
+// it opens after a power loss, before it takes a put: a crash that cut a
+// queue's tail below a committed offset would otherwise leave that offset
+// in OffsetsFile until the next persist, and a member starting from it
+// after a second crash skips every message stored in between.
+func (mg *Manager) ClampOffsets() error {
+	if mg.o.ReadOnly {
+		return nil
+	}
+	mg.offsets.mu.Lock()
+	cells := make(map[offsetKey]*offsetCell, len(mg.offsets.cells))
+	for k, c := range mg.offsets.cells {
+		cells[k] = c
+	}
+	mg.offsets.mu.Unlock()
+	changed := false
+	for k, c := range cells {
+		maxOff, err := mg.st.MaxOffset(k.Topic, k.Queue)
+		if err != nil {
+			continue // a deleted topic or queue: its offset is kept as it is
+		}
+		if off := c.v.Load(); off > maxOff {
+			mg.log.Warn("mqlite/consumer: committed offset past the queue's end after a crash; moved to the end",
+				"group", k.Group, "queue", Queue{k.Topic, k.Queue}.String(), "committed", off, "max", maxOff)
+			c.v.Store(maxOff)
+			changed = true
+		}
+	}
+	if !changed {
+		return nil
+	}
+	return mg.persistOffsets()
+}
+
 // PersistOffsets writes the committed offsets now (if they changed).
 func (mg *Manager) PersistOffsets() error {
 	if mg.isClosed() {

@@ -73,6 +73,13 @@ func fzCases(g *fzGolden) []struct {
 		// the next, not pass now (Open validates back from there).
 		{"flip before a lost tail at a segment start", []mutation{{kind: mutFlip, file: seg(0), off: 48, bit: 0}, {kind: mutZero, file: seg(1), off: 0, n: 49}},
 			fzWant{openErr: ErrCorrupt, errPath: seg(0)}},
+		// Found by the fuzzer: the zeroed record in segment 1 ends the log
+		// inside the window (segments 1 to 3), which left segment 0
+		// unchecked; the next Open keeps two segments and validates from
+		// segment 0. This Open must validate back as far and fail now.
+		{"flip before a lost tail inside the window's first segment", []mutation{{kind: mutFlip, file: seg(0), off: 48, bit: 0},
+			{kind: mutZero, file: seg(1), off: 3584, n: 49}},
+			fzWant{openErr: ErrCorrupt, errPath: seg(0)}},
 		{"flip in a record a rebuild re-dispatches", []mutation{{kind: mutTruncate, file: idx0, n: 675}, {kind: mutFlip, file: seg(0), off: 3640, bit: 7}},
 			fzWant{openErr: ErrCorrupt, errPath: seg(0)}},
 		{"truncate the last segment inside a record", []mutation{{kind: mutTruncate, file: last, n: 1000}},

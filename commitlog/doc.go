@@ -49,6 +49,9 @@
 //     shutdown the segment holding Options.Trusted when that is earlier)
 //     forward: size within bounds and the segment, magic, CRC, stored
 //     offset equal to position. A blank marker moves to the next segment.
+//     When the log ends early, validation goes back to the third-to-last
+//     of the segments it keeps, where the next Open starts: what this
+//     Open accepts, the next one accepts too.
 //  3. The first position X that is not a valid record (zeros, garbage or a
 //     torn record) ends the log, unless it is proven to be damage rather
 //     than a torn tail: a valid record later in the log whose SYNCED field

@@ -85,7 +85,7 @@ func (l *Log) recoverReadOnly() (err error) {
 	}
 	// It ends at zeros, or at a record the owner is writing now (or a
 	// torn one).
-	i, pos, _, _ := l.scanFrom(segs, si)
+	i, pos, _, _ := l.scanFrom(segs, si, len(segs))
 	end := segs[i].start + pos
 	for _, s := range segs[i+1:] { // preallocated ahead, empty as of now
 		s.release()

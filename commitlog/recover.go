@@ -215,17 +215,20 @@ func (l *Log) recover() error {
 		k      kind
 		reason string
 	)
-	for {
-		l.report.Start = segs[si].start
-		i, pos, k, reason = l.scanFrom(segs, si)
-		// Stopping at the very start of the window proves nothing about
-		// the segments before it: validate them too, or a damaged record
-		// there would pass now and fail the next Open, once the log ends
-		// in its segment (its window reaches back to it).
-		if i > si || pos > 0 || si == 0 {
-			break
+	l.report.Start = segs[si].start
+	i, pos, k, reason = l.scanFrom(segs, si, len(segs))
+	// The next Open keeps segs[:i+1] and validates from the third-to-last
+	// of those. When the log ends early (damage, lost segments), that is
+	// before this window: validate back to it too, or a damaged record
+	// there would pass now and fail the next Open. Segments that lead
+	// into segs[si] unbroken leave what was found there as it is.
+	for next := max(0, i-2); next < si; next = max(0, i-2) {
+		l.report.Start = segs[next].start
+		j, p, kj, r := l.scanFrom(segs, next, si)
+		if j < si {
+			i, pos, k, reason = j, p, kj, r
 		}
-		si = max(0, si-3)
+		si = next
 	}
 	end := segs[i].start + pos
 	l.report.LostFlushed = max(0, l.opts.Trusted-end)
@@ -271,7 +274,9 @@ func (l *Log) recover() error {
 // scanFrom validates records from the start of segs[si] on, across
 // end-of-segment markers, up to the first position holding no valid
 // record: it returns that segment's index and position, and what is there.
-func (l *Log) scanFrom(segs []*segment, si int) (i int, pos int64, k kind, reason string) {
+// It stops at the start of segs[upto] (returning upto, 0 and kBlank) if it
+// gets there.
+func (l *Log) scanFrom(segs []*segment, si, upto int) (i int, pos int64, k kind, reason string) {
 	i = si
 	for {
 		var n int64
@@ -282,6 +287,9 @@ func (l *Log) scanFrom(segs []*segment, si int) (i int, pos int64, k kind, reaso
 		}
 		if k == kBlank && i+1 < len(segs) {
 			i, pos = i+1, 0
+			if i == upto {
+				return i, 0, kBlank, ""
+			}
 			continue
 		}
 		if k == kBlank {

@@ -389,13 +389,8 @@ func TestTimerBucketsBackAfterPowerLossDeliverOnce(t *testing.T) {
 func TestTimerDeliveryDurableBeforeBucketGoes(t *testing.T) {
 	clk := clock.NewFake(t0)
 	ffs := vfs.NewFaulty(vfs.NewMem())
-	opts := func() *Options {
-		// No periodic flush comes while the test runs.
-		return &Options{Clock: clk, SegmentSize: 1 << 20, Flush: FlushAsync, FlushInterval: time.Hour, FlushThoroughInterval: time.Hour}
-	}
-	s, err := openFS(ffs, "/d", opts())
-	require.NoError(t, err)
-	require.NoError(t, s.CreateTopic("tm", TopicConfig{Queues: 1}))
+	s := openTimerTopic(t, ffs, clk)
+	var err error
 	ctx := context.Background()
 	_, err = s.Put(ctx, &Message{Topic: "tm", DeliverAt: t0.Add(time.Minute), Body: []byte("a")}, 0)
 	require.NoError(t, err)
@@ -413,7 +408,7 @@ func TestTimerDeliveryDurableBeforeBucketGoes(t *testing.T) {
 	require.NoError(t, s.Close())
 
 	clk = clock.NewFake(clk.Now())
-	s, err = openFS(vfs.NewFaulty(img), "/d", opts())
+	s, err = openFS(vfs.NewFaulty(img), "/d", timerOptions(clk))
 	require.NoError(t, err)
 	defer s.Close()
 	require.NoError(t, s.WaitVisible(ctx))
@@ -433,13 +428,8 @@ func TestTimerDeliveryDurableBeforeBucketGoes(t *testing.T) {
 func TestTimerBucketsForgetRecordsACrashLost(t *testing.T) {
 	clk := clock.NewFake(t0)
 	ffs := vfs.NewFaulty(vfs.NewMem())
-	opts := func() *Options {
-		// No periodic flush comes while the test runs.
-		return &Options{Clock: clk, SegmentSize: 1 << 20, Flush: FlushAsync, FlushInterval: time.Hour, FlushThoroughInterval: time.Hour}
-	}
-	s, err := openFS(ffs, "/d", opts())
-	require.NoError(t, err)
-	require.NoError(t, s.CreateTopic("tm", TopicConfig{Queues: 1}))
+	s := openTimerTopic(t, ffs, clk)
+	var err error
 	ctx := context.Background()
 	for _, d := range []time.Duration{50 * time.Second, time.Second} { // one bucket
 		_, err = s.Put(ctx, &Message{Topic: "tm", DeliverAt: t0.Add(d), Body: []byte("lost")}, 0)
@@ -451,7 +441,7 @@ func TestTimerBucketsForgetRecordsACrashLost(t *testing.T) {
 	require.NoError(t, s.Close())
 
 	clk = clock.NewFake(clk.Now())
-	s, err = openFS(vfs.NewFaulty(img), "/d", opts())
+	s, err = openFS(vfs.NewFaulty(img), "/d", timerOptions(clk))
 	require.NoError(t, err)
 	defer s.Close()
 	_, err = s.Put(ctx, &Message{Topic: "tm", Body: []byte("plain")}, 0) // where the first timer record was
@@ -480,13 +470,8 @@ func TestTimerBucketsForgetRecordsACrashLost(t *testing.T) {
 func TestTimerProgressMovedBackIsSaved(t *testing.T) {
 	clk := clock.NewFake(t0)
 	ffs := vfs.NewFaulty(vfs.NewMem())
-	opts := func() *Options {
-		// No periodic flush comes while the test runs.
-		return &Options{Clock: clk, SegmentSize: 1 << 20, Flush: FlushAsync, FlushInterval: time.Hour, FlushThoroughInterval: time.Hour}
-	}
-	s, err := openFS(ffs, "/d", opts())
-	require.NoError(t, err)
-	require.NoError(t, s.CreateTopic("tm", TopicConfig{Queues: 1}))
+	s := openTimerTopic(t, ffs, clk)
+	var err error
 	ctx := context.Background()
 	for _, d := range []time.Duration{time.Second, 50 * time.Second} { // one bucket: delivering the first flushes nothing
 		_, err = s.Put(ctx, &Message{Topic: "tm", DeliverAt: t0.Add(d), Body: []byte("lost")}, 0)
@@ -497,7 +482,7 @@ func TestTimerProgressMovedBackIsSaved(t *testing.T) {
 	img := ffs.Crash(rand.New(rand.NewPCG(1, 2)), 0)
 	require.NoError(t, s.Close())
 
-	s, err = openFS(vfs.NewFaulty(img), "/d", opts())
+	s, err = openFS(vfs.NewFaulty(img), "/d", timerOptions(clk))
 	require.NoError(t, err)
 	defer s.Close()
 	n, err := s.MaxOffset(topic.Timer, 0)
@@ -506,4 +491,20 @@ func TestTimerProgressMovedBackIsSaved(t *testing.T) {
 	st, err := s.loadTimerState()
 	require.NoError(t, err)
 	require.Equal(t, int64(0), st.Enqueued, "the position moved back is saved")
+}
+
+// timerOptions is FlushAsync with no periodic flush while a test runs, so
+// that a power-loss image holds only what the test (or the store) synced.
+func timerOptions(clk clock.Clock) *Options {
+	return &Options{Clock: clk, SegmentSize: 1 << 20, Flush: FlushAsync, FlushInterval: time.Hour, FlushThoroughInterval: time.Hour}
+}
+
+// openTimerTopic opens a timerOptions store on fs, at "/d", with a
+// one-queue topic "tm".
+func openTimerTopic(t *testing.T, fs vfs.FS, clk clock.Clock) *Store {
+	t.Helper()
+	s, err := openFS(fs, "/d", timerOptions(clk))
+	require.NoError(t, err)
+	require.NoError(t, s.CreateTopic("tm", TopicConfig{Queues: 1}))
+	return s
 }

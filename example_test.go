@@ -180,7 +180,9 @@ func ExampleStore_NewPullConsumer() {
 	if err := pc.Subscribe("audit", nil); err != nil { // nil: every message
 		log.Fatal(err)
 	}
+	sent := make(chan struct{})
 	go func() {
+		defer close(sent)
 		for _, b := range []string{"login", "logout"} {
 			if _, err := s.Put(ctx, &mqlite.Message{Topic: "audit", Body: []byte(b)}, 0); err != nil {
 				log.Print(err)
@@ -197,6 +199,7 @@ func ExampleStore_NewPullConsumer() {
 		}
 		seen += len(msgs)
 	}
+	<-sent
 	if err := pc.Commit(); err != nil {
 		log.Fatal(err)
 	}

@@ -180,6 +180,13 @@ func (s *Store) corruptEntry(topic string, queue int, logical int64, format stri
 // however large, and no more once the next would pass the bound.
 const MaxReadBytes = 256 << 10
 
+// removedByRetention reports that reading the record at off failed
+// because retention removed it: an IndexFile outlives the first records it
+// names, so key lookups meet such offsets and skip them.
+func (s *Store) removedByRetention(off int64, err error) bool {
+	return errors.Is(err, errs.ErrNotFound) && off < s.log.MinOffset()
+}
+
 // ReadQueue returns up to max messages of the queue from logical offset
 // from (at most 256 a call, and MaxReadBytes of records). When none is
 // there yet it blocks until one arrives (the dispatcher wakes it at once,
@@ -382,8 +389,8 @@ func (s *Store) MessagesByKey(topic, key string, from, to time.Time, max int) ([
 			continue // not yet visible to readers
 		}
 		m, err := s.ReadAt(off)
-		if errors.Is(err, errs.ErrNotFound) && off < s.log.MinOffset() {
-			continue // removed by retention: an IndexFile outlives the first records it names
+		if s.removedByRetention(off, err) {
+			continue
 		}
 		if err != nil {
 			return nil, err

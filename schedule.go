@@ -414,10 +414,9 @@ func (s *Store) hasUniqKey(topicName, uniq string, since time.Time, match func(*
 	}
 	for _, off := range offs {
 		m, err := s.ReadAt(off)
-		if errors.Is(err, errs.ErrNotFound) && off < s.log.MinOffset() {
-			// Removed by retention (an IndexFile outlives the first records
-			// it names): not a delivery to skip. Failing here stalled a
-			// delay level, or the timers, retrying the lookup for ever.
+		if s.removedByRetention(off, err) {
+			// Not a delivery to skip. Failing here stalled a delay level,
+			// or the timers, retrying the lookup for ever.
 			continue
 		}
 		if err != nil {

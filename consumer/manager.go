@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -242,10 +243,7 @@ func (mg *Manager) ClampOffsets() error {
 		return nil
 	}
 	mg.offsets.mu.Lock()
-	cells := make(map[offsetKey]*offsetCell, len(mg.offsets.cells))
-	for k, c := range mg.offsets.cells {
-		cells[k] = c
-	}
+	cells := maps.Clone(mg.offsets.cells)
 	mg.offsets.mu.Unlock()
 	changed := false
 	for k, c := range cells {

@@ -32,7 +32,6 @@ const (
 	delayMagic       = 0x4D51444C // "MQDL"
 	delayVersion     = 1
 	delayPersistTick = 10 * time.Second // RocketMQ's flushDelayOffsetInterval
-	deliverRetry     = 100 * time.Millisecond
 )
 
 // scheduler delivers delay-level messages: a message with DelayLevel n is
@@ -227,6 +226,7 @@ func (d *scheduler) run(level int) {
 	if off < verifyUntil && !d.indexed() {
 		return
 	}
+	var retry backoff
 	for {
 		if off < q.MinOffset() {
 			off = q.MinOffset()
@@ -258,12 +258,14 @@ func (d *scheduler) run(level int) {
 			if errors.Is(err, errs.ErrClosed) {
 				return
 			}
-			d.s.opts.Logger.Warn("mqlite: delayed delivery failed; retrying", "level", level, "offset", off, "err", err)
-			if !d.sleep(deliverRetry) {
+			wait := retry.fail()
+			d.s.opts.Logger.Warn("mqlite: delayed delivery failed; retrying", "level", level, "offset", off, "err", err, "retry_in", wait)
+			if !d.sleep(wait) {
 				return
 			}
 			continue
 		}
+		retry.reset()
 		off++
 		d.mu.Lock()
 		d.progress[key] = off

@@ -194,20 +194,22 @@ func (t *timers) run() {
 	if !t.s.indexedNow(t.quit) {
 		return
 	}
+	var retry backoff
 	for {
 		if err := t.enqueue(q); err != nil {
-			if !t.failed("bucketing timers", err) {
+			if !t.failed("bucketing timers", err, &retry) {
 				return
 			}
 			continue
 		}
 		next, err := t.deliverDue()
 		if err != nil {
-			if !t.failed("delivering timers", err) {
+			if !t.failed("delivering timers", err, &retry) {
 				return
 			}
 			continue
 		}
+		retry.reset()
 		ch, err := t.s.disp.waitCh(q, t.enqueued.Load())
 		if err != nil {
 			return // closing or fenced
@@ -227,13 +229,15 @@ func (t *timers) run() {
 	}
 }
 
-// failed logs err and waits before a retry; false when stopping.
-func (t *timers) failed(what string, err error) bool {
+// failed logs err and waits before a retry, for longer after each failure
+// in a row (retry); false when stopping.
+func (t *timers) failed(what string, err error, retry *backoff) bool {
 	if errors.Is(err, errs.ErrClosed) {
 		return false
 	}
-	t.s.opts.Logger.Warn("mqlite: "+what+" failed; retrying", "err", err)
-	tm := t.s.opts.Clock.NewTimer(deliverRetry)
+	wait := retry.fail()
+	t.s.opts.Logger.Warn("mqlite: "+what+" failed; retrying", "err", err, "retry_in", wait)
+	tm := t.s.opts.Clock.NewTimer(wait)
 	defer tm.Stop()
 	select {
 	case <-tm.C():

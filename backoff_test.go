@@ -1,0 +1,103 @@
+package mqlite
+
+import (
+	"log/slog"
+	"path"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/mqlite/mqlite/clock"
+	"github.com/mqlite/mqlite/internal/vfs"
+	"github.com/mqlite/mqlite/topic"
+)
+
+func TestBackoffDoublesToTheCapAndResets(t *testing.T) {
+	var b backoff
+	var got []time.Duration
+	for range 10 {
+		got = append(got, b.fail())
+	}
+	ms := time.Millisecond
+	require.Equal(t, []time.Duration{100 * ms, 200 * ms, 400 * ms, 800 * ms, 1600 * ms, 3200 * ms, 6400 * ms,
+		10 * time.Second, 10 * time.Second, 10 * time.Second}, got)
+	b.reset()
+	require.Equal(t, 100*ms, b.fail())
+}
+
+// armClock is a Fake clock that reports the duration of every timer armed.
+type armClock struct {
+	*clock.Fake
+	armed chan time.Duration
+}
+
+func (c armClock) NewTimer(d time.Duration) clock.Timer {
+	t := c.Fake.NewTimer(d)
+	select {
+	case c.armed <- d:
+	default:
+	}
+	return t
+}
+
+// TestDamagedScheduleQueueRetriesLessOften: a delivery that keeps failing
+// (the schedule queue of delay level 18 holds the timer queue's file, as
+// in TestDamagedScheduleQueueDeliversNothingEarly) is retried after 100 ms,
+// then twice as long each time up to 10 s, each retry logged with its delay:
+// a persistent fault warns a few times a minute, not ten times a second.
+func TestDamagedScheduleQueueRetriesLessOften(t *testing.T) {
+	g := golden(t)
+	fs := vfs.NewMem()
+	require.NoError(t, g.copyTo(fs, fzDir))
+	sched := path.Join(fzDir, "consumequeue", ScheduleTopic, "17", "00000000000000000000")
+	require.NoError(t, mutation{kind: mutRename, file: path.Join(fzDir, "consumequeue", topic.Timer, "0", "00000000000000000000"),
+		target: sched}.apply(fs, fzDir))
+	o := fzOptions()
+	clk := armClock{o.Clock.(*clock.Fake), make(chan time.Duration, 4096)}
+	o.Clock = clk
+	retries := make(chan time.Duration, 64)
+	o.Logger = slog.New(logFunc(func(msg string, attrs []slog.Attr) {
+		if msg != "mqlite: delayed delivery failed; retrying" {
+			return
+		}
+		for _, a := range attrs {
+			if a.Key == "retry_in" {
+				retries <- a.Value.Duration()
+			}
+		}
+	}))
+	s, err := openFS(fs, fzDir, o)
+	require.NoError(t, err)
+	defer s.Close()
+	clk.Advance(3 * time.Hour) // the damaged entry's record is due
+	var got []time.Duration
+	for len(got) < 9 {
+		select {
+		case d := <-retries:
+			got = append(got, d)
+			waitArmed(t, clk.armed, d) // the scheduler sleeps d: move the clock past it
+			clk.Advance(d)
+		case <-time.After(fzWatchdog):
+			t.Fatalf("no retry after %v", got)
+		}
+	}
+	ms := time.Millisecond
+	require.Equal(t, []time.Duration{100 * ms, 200 * ms, 400 * ms, 800 * ms, 1600 * ms, 3200 * ms, 6400 * ms,
+		10 * time.Second, 10 * time.Second}, got)
+}
+
+// waitArmed waits until a timer of duration d has been armed.
+func waitArmed(t *testing.T, armed <-chan time.Duration, d time.Duration) {
+	t.Helper()
+	for {
+		select {
+		case a := <-armed:
+			if a == d {
+				return
+			}
+		case <-time.After(fzWatchdog):
+			t.Fatalf("no timer of %v armed", d)
+		}
+	}
+}

@@ -52,11 +52,17 @@ var errInjected = fmt.Errorf("mqlite test: injected I/O error: %w", syscall.EIO)
 //     message is stored and acknowledged, and the check-back service
 //     writes the op record later (after a reopen it finds the real
 //     message by its key).
+//   - Retention renames a removed segment to a spare for recycling; when
+//     the rename fails it removes the file instead, as without recycling.
+//     A spare that cannot be removed (the space was wanted, or the store
+//     closes) stays behind as a file the next Open recognises and reuses.
 var ioLogOnly = []string{
 	"mqlite: cannot read checkpoint",
 	"mqlite/commitlog: preparing the next segment failed",
 	"mqlite/commitlog: cannot remove the unused next segment",
 	"mqlite/txn: committed, op record not written",
+	"mqlite/commitlog: keeping the segment to recycle failed",
+	"mqlite/commitlog: remove spare segment",
 }
 
 func ioOptions(clk clock.Clock, log *slog.Logger) *Options {
@@ -137,6 +143,37 @@ type ioRun struct {
 	closeErr  error
 	imgs      []*vfs.MemFS // power-loss images: before Close, after it
 	problems  []string     // contract violations seen during the run
+
+	// mu guards acked and committing for a reader on another goroutine
+	// (crashpoint_test.go's images, taken inside an operation of the seam);
+	// the script's own goroutine reads them without it.
+	mu         sync.Mutex
+	committing int64 // the offset being committed on queue 0, or -1
+
+	// capped runs the script with MaxStoreBytes of two segments and a
+	// retention pass before Close, which removes the oldest segments
+	// (crashpoint_test.go): acknowledged messages below the reopened
+	// store's minimum are gone by design.
+	capped  bool
+	cleaned int // segments the retention pass removed
+}
+
+// ioCap is the capped script's MaxStoreBytes: two 4 KiB segments.
+const ioCap = 8 << 10
+
+// ack records an acknowledged message.
+func (r *ioRun) ack(m plMsg) {
+	r.mu.Lock()
+	r.acked = append(r.acked, m)
+	r.mu.Unlock()
+}
+
+// progress is how many messages were acknowledged so far and the highest
+// offset a commit was started for (-1: none).
+func (r *ioRun) progress() (int, int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.acked), r.committing
 }
 
 func (r *ioRun) bad(format string, args ...any) {
@@ -171,8 +208,17 @@ func ioBody(i int) []byte {
 // injected one, typed: matching ErrIO or ErrFenced. No write may be
 // acknowledged once the store refuses writes.
 func ioScript(t *testing.T, ffs *vfs.Faulty, rng *rand.Rand) *ioRun {
+	run := newIORun()
+	ioScriptRun(t, ffs, rng, run)
+	return run
+}
+
+func newIORun() *ioRun { return &ioRun{committed: -1, committing: -1} }
+
+// ioScriptRun is ioScript recording into run, which another goroutine may
+// watch through progress.
+func ioScriptRun(t *testing.T, ffs *vfs.Faulty, rng *rand.Rand, run *ioRun) {
 	ctx := context.Background()
-	run := &ioRun{committed: -1}
 	elog := &errLog{}
 	defer func() {
 		elog.mu.Lock()
@@ -192,10 +238,14 @@ func ioScript(t *testing.T, ffs *vfs.Faulty, rng *rand.Rand) *ioRun {
 		}
 		return false
 	}
-	s, err := openFS(ffs, ioDir, ioOptions(clock.NewFake(t0), slog.New(elog)))
+	o := ioOptions(clock.NewFake(t0), slog.New(elog))
+	if run.capped {
+		o.MaxStoreBytes = ioCap
+	}
+	s, err := openFS(ffs, ioDir, o)
 	if !check("open", err) {
 		run.imgs = append(run.imgs, ffs.Crash(rng, rng.Float64()))
-		return run
+		return
 	}
 	defer s.Close() // if an assertion stops the run; a no-op after the Close below
 	for i := range ioPuts {
@@ -206,7 +256,7 @@ func ioScript(t *testing.T, ffs *vfs.Faulty, rng *rand.Rand) *ioRun {
 			run.bad("put %d acknowledged after the store failed: %v", i, fenced)
 		}
 		if check(fmt.Sprintf("put %d", i), err) {
-			run.acked = append(run.acked, plMsg{off: r.Offset, size: r.Size, queue: i % 2, qoff: r.QueueOffset, body: m.Body})
+			run.ack(plMsg{off: r.Offset, size: r.Size, queue: i % 2, qoff: r.QueueOffset, body: m.Body})
 		}
 	}
 
@@ -226,16 +276,20 @@ func ioScript(t *testing.T, ffs *vfs.Faulty, rng *rand.Rand) *ioRun {
 			run.bad("transaction acknowledged after the store failed: %v", fenced)
 		}
 		if check("transaction", err) {
-			run.acked = append(run.acked, plMsg{off: res.Offset, size: res.Size, queue: res.QueueID, qoff: res.QueueOffset, body: m.Body})
+			run.ack(plMsg{off: res.Offset, size: res.Size, queue: res.QueueID, qoff: res.QueueOffset, body: m.Body})
 		}
 	}
 
+	if run.capped {
+		if rep, err := s.CleanExpired(); check("clean", err) {
+			run.cleaned = rep.Segments
+		}
+	}
 	run.fenced = ioFenced(s) != nil
 	run.imgs = append(run.imgs, ffs.Crash(rng, rng.Float64()))
 	run.closeErr = s.Close()
 	check("close", run.closeErr)
 	run.imgs = append(run.imgs, ffs.Crash(rng, rng.Float64()))
-	return run
 }
 
 // ioPoll polls want messages (which the queue holds, so Poll returns at
@@ -263,6 +317,9 @@ func ioPoll(run *ioRun, pc *PullConsumer, want int64, check func(string, error) 
 			next = m.QueueOffset + 1
 		}
 	}
+	run.mu.Lock()
+	run.committing = next
+	run.mu.Unlock()
 	if check("commit", pc.CommitOffset(ioTopic, 0, next)) {
 		run.committed = next
 	}
@@ -285,6 +342,9 @@ func ioReopen(fs vfs.FS, run *ioRun, exact bool) (problems []string) {
 		}
 	}()
 	for _, m := range run.acked {
+		if run.capped && m.off < s.log.MinOffset() {
+			continue // removed by the retention pass
+		}
 		got, err := s.ReadAt(m.off)
 		switch {
 		case err != nil:
@@ -313,14 +373,26 @@ func ioReopen(fs vfs.FS, run *ioRun, exact bool) (problems []string) {
 }
 
 func TestIOErrorAtEveryOperation(t *testing.T) {
+	t.Run("plain", func(t *testing.T) { ioErrorAtEveryOperation(t, false) })
+	// With a retention pass before Close removing the oldest segments: a
+	// fault in the middle of the removal.
+	t.Run("retention", func(t *testing.T) { ioErrorAtEveryOperation(t, true) })
+}
+
+func ioErrorAtEveryOperation(t *testing.T, capped bool) {
 	count := &ioInjector{at: -1}
 	ffs := vfs.NewFaulty(vfs.NewMem())
 	ffs.SetInjector(count.inject)
-	base := ioScript(t, ffs, rand.New(rand.NewPCG(18, 0)))
+	base := newIORun()
+	base.capped = capped
+	ioScriptRun(t, ffs, rand.New(rand.NewPCG(18, 0)), base)
 	require.Zero(t, base.seen(), "a run without faults: %v %v", base.returned, base.logged)
 	require.Empty(t, base.problems)
 	require.Len(t, base.acked, ioPuts+1)
 	require.EqualValues(t, 5, base.committed)
+	if capped {
+		require.Positive(t, base.cleaned, "the retention pass removes segments")
+	}
 	for _, img := range base.imgs {
 		require.Empty(t, ioReopen(img, base, false))
 	}
@@ -341,7 +413,9 @@ func TestIOErrorAtEveryOperation(t *testing.T) {
 				ffs := vfs.NewFaulty(mem)
 				in := &ioInjector{at: i, persistent: persistent}
 				ffs.SetInjector(in.inject)
-				run := ioScript(t, ffs, rand.New(rand.NewPCG(18, uint64(i))))
+				run := newIORun()
+				run.capped = capped
+				ioScriptRun(t, ffs, rand.New(rand.NewPCG(18, uint64(i))), run)
 				ffs.SetInjector(nil)
 				what := fmt.Sprintf("%s fault at %s", variant, in.first)
 				require.Zero(t, mqliteGoroutines(), "%s: goroutines left", what)

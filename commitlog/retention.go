@@ -261,11 +261,13 @@ func (l *Log) DeleteBefore(offset int64) (DeleteReport, error) {
 func (l *Log) dropFile(s *segment) error {
 	if l.keepSpare(s.path) {
 		spare := s.path + spareSuffix
-		if err := l.opts.FS.Rename(s.path, spare); err == nil {
+		err := l.opts.FS.Rename(s.path, spare)
+		if err == nil {
 			s.spare = spare
 			return nil
 		}
 		l.cancelSpare()
+		l.opts.Logger.Warn("mqlite/commitlog: keeping the segment to recycle failed; removing it", "path", s.path, "err", err)
 	}
 	if err := l.opts.FS.Remove(s.path); err != nil && !errors.Is(err, vfs.ErrNotExist) {
 		return diskErr("remove", s.path, err)

@@ -529,7 +529,7 @@ func (q *Queue) flushMaint() error {
 	q.mu.Lock()
 	if err := q.mu.fenced; err != nil {
 		q.mu.Unlock()
-		return fmt.Errorf("mqlite/consumequeue: flush %s: %w (after: %v)", q.dir, ErrFenced, err)
+		return fmt.Errorf("mqlite/consumequeue: flush %s: %w (after: %w)", q.dir, ErrFenced, err)
 	}
 	snap := q.snap.Load() // current under mu, so pinning cannot race a publish
 	snap.readers.Add(1)

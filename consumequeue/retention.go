@@ -183,7 +183,7 @@ func (q *Queue) writableLocked(op string) error {
 		return fmt.Errorf("mqlite/consumequeue: %s %s: %w", op, q.dir, ErrClosed)
 	}
 	if q.mu.fenced != nil {
-		return fmt.Errorf("mqlite/consumequeue: %s %s: %w (after: %v)", op, q.dir, ErrFenced, q.mu.fenced)
+		return fmt.Errorf("mqlite/consumequeue: %s %s: %w (after: %w)", op, q.dir, ErrFenced, q.mu.fenced)
 	}
 	return nil
 }

@@ -155,7 +155,8 @@ type ioRun struct {
 	// (crashpoint_test.go): acknowledged messages below the reopened
 	// store's minimum are gone by design.
 	capped  bool
-	cleaned int // segments the retention pass removed
+	cleaned int  // segments the retention pass removed
+	async   bool // FlushAsync instead of FlushSync (crashpoint_test.go)
 }
 
 // ioCap is the capped script's MaxStoreBytes: two 4 KiB segments.
@@ -241,6 +242,9 @@ func ioScriptRun(t *testing.T, ffs *vfs.Faulty, rng *rand.Rand, run *ioRun) {
 	o := ioOptions(clock.NewFake(t0), slog.New(elog))
 	if run.capped {
 		o.MaxStoreBytes = ioCap
+	}
+	if run.async {
+		o.Flush = FlushAsync
 	}
 	s, err := openFS(ffs, ioDir, o)
 	if !check("open", err) {

@@ -70,6 +70,8 @@ type pq struct {
 
 		delivered  int64 // pull: everything below was returned by Poll or filtered out
 		pullCancel context.CancelFunc
+
+		fetchErr error // the last Pull failure, until a Pull succeeds (QueueStats.FetchError)
 	}
 }
 
@@ -330,10 +332,16 @@ func (p *pq) fetch(ctx context.Context) {
 		if err == nil && len(msgs) == 0 && next <= from {
 			err = errors.New("store returned no message and no progress")
 		}
+		p.setFetchErr(err, interrupted)
 		switch {
 		case err == nil:
 			p.deliver(gen, msgs, max(next, lastOffset(msgs)+1))
 		case interrupted: // by Seek
+		case len(msgs) > 0 && !errors.Is(err, ErrClosed):
+			// The messages before the entry that failed (a damaged record)
+			// are good: deliver them; the next Pull starts at that entry and
+			// fails there, with nothing else to lose.
+			p.deliver(gen, msgs, max(next, lastOffset(msgs)+1))
 		case errors.Is(err, ErrClosed):
 			m.log.Warn("mqlite/consumer: store closed; fetching stopped", "queue", p.q.String())
 			return
@@ -348,6 +356,20 @@ func (p *pq) fetch(ctx context.Context) {
 			}
 		}
 	}
+}
+
+// setFetchErr records the outcome of a Pull for QueueStats: a failure
+// stays shown until a Pull succeeds.
+func (p *pq) setFetchErr(err error, interrupted bool) {
+	if interrupted || errors.Is(err, ErrClosed) {
+		return
+	}
+	if err != nil {
+		p.m.stats.fetchErrors.Add(1)
+	}
+	p.mu.Lock()
+	p.mu.fetchErr = err
+	p.mu.Unlock()
 }
 
 func lastOffset(msgs []*message.MessageExt) int64 {

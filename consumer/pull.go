@@ -326,6 +326,7 @@ func (p *pq) seek(offset int64) error {
 	p.mu.msgs = msgQueue{}
 	p.mu.next, p.mu.delivered = offset, offset
 	p.mu.gen++
+	p.mu.fetchErr = nil // the failure was at the old position
 	if p.mu.pullCancel != nil {
 		p.mu.pullCancel()
 	}

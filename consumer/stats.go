@@ -29,6 +29,9 @@ type Stats struct {
 	// FlowControlled counts the times a queue's fetching paused on the
 	// cache limits.
 	FlowControlled int64
+	// FetchErrors counts failed Pulls (each retried after a pause); see
+	// QueueStats.FetchError.
+	FetchErrors int64
 	// Queues describes each queue held, sorted.
 	Queues []QueueStats
 }
@@ -48,11 +51,17 @@ type QueueStats struct {
 	CachedBytes int64 // see CachedCount
 	// Running is the number of handler calls in progress.
 	Running int
+	// FetchError is why fetching from the queue fails, nil while it
+	// works. The queue does not move past a record it cannot read: an
+	// ErrCorrupt names the damaged file and offset, and fetching retries
+	// every second until the record reads again or the consumer seeks
+	// past it (pull: Seek; the store's Verify lists what is damaged).
+	FetchError error
 }
 
 type counters struct {
 	fetched, consumed, failed, sentBack, sendBackErrors, redelivered, dropped,
-	timeouts, panics, skipped, flowControlled atomic.Int64
+	timeouts, panics, skipped, flowControlled, fetchErrors atomic.Int64
 
 	// workerConsumed adds to consumed: push workers count there, spread
 	// over cache lines, so that handler calls on different cores do not
@@ -74,7 +83,7 @@ func (m *member) statsSnapshot() Stats {
 		Fetched: c.fetched.Load(), Consumed: c.consumed.Load(), Failed: c.failed.Load(),
 		SentBack: c.sentBack.Load(), SendBackErrors: c.sendBackErrors.Load(), Redelivered: c.redelivered.Load(),
 		Dropped: c.dropped.Load(), Timeouts: c.timeouts.Load(), Panics: c.panics.Load(), Skipped: c.skipped.Load(),
-		FlowControlled: c.flowControlled.Load(),
+		FlowControlled: c.flowControlled.Load(), FetchErrors: c.fetchErrors.Load(),
 	}
 	for i := range c.workerConsumed {
 		s.Consumed += c.workerConsumed[i].n.Load()
@@ -82,7 +91,7 @@ func (m *member) statsSnapshot() Stats {
 	for _, p := range m.activeList() {
 		p.mu.Lock()
 		qs := QueueStats{Queue: p.q, Active: p.mu.state == pqActive, NextOffset: p.mu.next, Committed: -1,
-			CachedCount: p.mu.cachedN, CachedBytes: p.mu.cachedBytes, Running: p.mu.running}
+			CachedCount: p.mu.cachedN, CachedBytes: p.mu.cachedBytes, Running: p.mu.running, FetchError: p.mu.fetchErr}
 		p.mu.Unlock()
 		if off, ok := m.mg.offsets.get(p.key); ok {
 			qs.Committed = off

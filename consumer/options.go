@@ -373,6 +373,21 @@ func validName(s string) error {
 	return nil
 }
 
+// MaxGroupLen bounds the name of a new consumer group, as RocketMQ does
+// (120 characters), and as the store's retry and transaction paths check
+// it (topic.MaxGroupLen).
+const MaxGroupLen = 120
+
+// validGroup checks the name of a group a consumer joins. Records read
+// back are checked with validName only: a group file may hold a longer
+// name an earlier version accepted.
+func validGroup(s string) error {
+	if len(s) > MaxGroupLen {
+		return fmt.Errorf("%d bytes, the limit is %d", len(s), MaxGroupLen)
+	}
+	return validName(s)
+}
+
 // maxReconsumeTimes bounds Options.MaxReconsumeTimes.
 const maxReconsumeTimes = 1 << 20
 

@@ -66,7 +66,7 @@ func (mg *Manager) newConsumer(group string, o Options, kind memberKind) (*membe
 	if mg.o.ReadOnly {
 		return nil, fmt.Errorf("mqlite/consumer: new consumer of group %q: %w", group, ErrReadOnly)
 	}
-	if err := validName(group); err != nil {
+	if err := validGroup(group); err != nil {
 		return nil, fmt.Errorf("mqlite/consumer: group name %q: %v: %w", group, err, ErrInvalidArgument)
 	}
 	o, err := o.withDefaults(mg.clk.Now())

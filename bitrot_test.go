@@ -154,3 +154,56 @@ func TestBitRotBeforeDispatch(t *testing.T) {
 		require.Equal(t, want, bodies(ms), "queue %d: the records before the damaged one were dispatched", q)
 	}
 }
+
+// TestBitRotSkipDamaged: with SkipDamaged a push consumer steps over the
+// damaged record, counts it and delivers everything else.
+func TestBitRotSkipDamaged(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "s")
+	s, err := Open(dir, &Options{SegmentSize: 64 << 10, NoWarm: true})
+	require.NoError(t, err)
+	defer s.Close()
+	ctx := context.Background()
+	require.NoError(t, s.CreateTopic("t", TopicConfig{Queues: 2}))
+	var bad PutResult
+	for i := range 20 {
+		r, err := s.Put(ctx, &Message{Topic: "t", Body: []byte(fmt.Sprintf("body-%02d", i))}, i%2)
+		require.NoError(t, err)
+		if i == 6 {
+			bad = r
+		}
+	}
+	require.NoError(t, s.WaitVisible(ctx))
+	flipLogByte(t, dir, bad.Offset+28+56, 'b')
+
+	c, err := s.NewPushConsumer("g", ConsumerOptions{ConsumeFromWhere: ConsumeFromFirstOffset, SkipDamaged: true})
+	require.NoError(t, err)
+	defer c.Close()
+	require.NoError(t, c.Subscribe("t", nil))
+	got := make(chan string, 32)
+	require.NoError(t, c.Start(func(_ context.Context, ms []*MessageExt) ConsumeResult {
+		for _, m := range ms {
+			got <- string(m.Body)
+		}
+		return ConsumeSuccess
+	}))
+	seen := map[string]bool{}
+	for len(seen) < 19 {
+		select {
+		case b := <-got:
+			require.False(t, seen[b], "%s twice", b)
+			seen[b] = true
+		case <-time.After(time.Minute): // bounds a failure only
+			t.Fatalf("delivered %d of 19", len(seen))
+		}
+	}
+	require.False(t, seen["body-06"])
+	require.EqualValues(t, 1, c.Stats().SkippedDamaged)
+	require.NoError(t, c.Shutdown(ctx))
+	lag, err := s.ConsumerLag("g")
+	require.NoError(t, err)
+	for _, l := range lag {
+		if l.Topic == "t" {
+			require.Zero(t, l.Lag, "queue %d: the committed offset went past the damaged record", l.ID)
+		}
+	}
+}

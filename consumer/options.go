@@ -203,16 +203,23 @@ type Options struct {
 	// message, its Body and its strings (Topic, Tags, MsgID, keys and
 	// properties) included: Clone what must live longer. Off by default.
 	ReuseMessages bool
+	// SkipDamaged moves a queue past a record the store cannot read (a
+	// damaged one: ErrCorrupt naming its file and offset), counting it in
+	// Stats.SkippedDamaged and logging it, instead of waiting there (the
+	// default; QueueStats.FetchError shows why), which only a pull
+	// consumer's Seek ends. The message is lost to the group: off by
+	// default.
+	SkipDamaged bool
 }
 
 // String prints the options.
 func (o Options) String() string {
 	return fmt.Sprintf("consumer.Options{Model: %s, Strategy: %s, InstanceName: %q, ConsumeFromWhere: %s, ConsumeTimestamp: %s, "+
 		"ConsumeBatchSize: %d, PullBatchSize: %d, Goroutines: %d, Orderly: %t, AutoCommit: %t, MaxReconsumeTimes: %d, "+
-		"SuspendInterval: %s, ConsumeTimeout: %s, QueueCacheCount: %d, QueueCacheBytes: %d, ConsumeMaxSpan: %d, ReuseMessages: %t}",
+		"SuspendInterval: %s, ConsumeTimeout: %s, QueueCacheCount: %d, QueueCacheBytes: %d, ConsumeMaxSpan: %d, ReuseMessages: %t, SkipDamaged: %t}",
 		o.Model, o.Strategy, o.InstanceName, o.ConsumeFromWhere, o.ConsumeTimestamp.Format(time.RFC3339),
 		o.ConsumeBatchSize, o.PullBatchSize, o.Goroutines, o.Orderly, o.AutoCommit, o.MaxReconsumeTimes,
-		o.SuspendInterval, o.ConsumeTimeout, o.QueueCacheCount, o.QueueCacheBytes, o.ConsumeMaxSpan, o.ReuseMessages)
+		o.SuspendInterval, o.ConsumeTimeout, o.QueueCacheCount, o.QueueCacheBytes, o.ConsumeMaxSpan, o.ReuseMessages, o.SkipDamaged)
 }
 
 // withDefaults returns a copy with defaults applied, or every problem found.

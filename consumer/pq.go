@@ -349,6 +349,11 @@ func (p *pq) fetch(ctx context.Context) {
 			if !p.skipToMin(gen, from) && !p.backoff(ctx) {
 				return
 			}
+		case errors.Is(err, ErrCorrupt) && m.o.SkipDamaged && next >= from:
+			m.log.Warn("mqlite/consumer: skipping a damaged message", "queue", p.q.String(), "offset", next, "err", err)
+			if p.skipTo(gen, from, next+1) {
+				m.stats.skippedDamaged.Add(1)
+			}
 		default:
 			m.log.Warn("mqlite/consumer: pull failed", "queue", p.q.String(), "offset", from, "err", err)
 			if !p.backoff(ctx) {
@@ -406,15 +411,33 @@ func (p *pq) skipToMin(gen uint64, from int64) bool {
 	}
 	p.m.log.Warn("mqlite/consumer: offset below the queue's min; skipping to it", "queue", p.q.String(), "from", from, "min", minOff)
 	p.m.stats.skipped.Add(minOff - from)
-	p.mu.next = minOff
+	p.moveLocked(minOff)
+	return true
+}
+
+// skipTo moves a fetch position still at from (no Seek meanwhile) to to;
+// false if it had moved.
+func (p *pq) skipTo(gen uint64, from, to int64) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.mu.gen != gen || p.mu.next != from {
+		return false
+	}
+	p.moveLocked(to)
+	return true
+}
+
+// moveLocked moves the fetch position forward to next, over offsets that
+// will never be delivered, and lets the committed offset follow.
+func (p *pq) moveLocked(next int64) {
+	p.mu.next = next
 	if p.m.kind == kindPull {
 		if p.mu.msgs.len() == 0 {
-			p.mu.delivered = minOff
+			p.mu.delivered = next
 		}
 	} else {
 		p.commitLocked()
 	}
-	return true
 }
 
 // deliver adds a pull's result to the cache and hands it on: tokens on the

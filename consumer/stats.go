@@ -26,6 +26,9 @@ type Stats struct {
 	// Skipped counts offsets jumped over because they fell below a queue's
 	// min offset (deleted by retention before being consumed).
 	Skipped int64
+	// SkippedDamaged counts messages jumped over because the store could
+	// not read them (Options.SkipDamaged).
+	SkippedDamaged int64
 	// FlowControlled counts the times a queue's fetching paused on the
 	// cache limits.
 	FlowControlled int64
@@ -61,7 +64,7 @@ type QueueStats struct {
 
 type counters struct {
 	fetched, consumed, failed, sentBack, sendBackErrors, redelivered, dropped,
-	timeouts, panics, skipped, flowControlled, fetchErrors atomic.Int64
+	timeouts, panics, skipped, skippedDamaged, flowControlled, fetchErrors atomic.Int64
 
 	// workerConsumed adds to consumed: push workers count there, spread
 	// over cache lines, so that handler calls on different cores do not
@@ -82,7 +85,7 @@ func (m *member) statsSnapshot() Stats {
 	s := Stats{
 		Fetched: c.fetched.Load(), Consumed: c.consumed.Load(), Failed: c.failed.Load(),
 		SentBack: c.sentBack.Load(), SendBackErrors: c.sendBackErrors.Load(), Redelivered: c.redelivered.Load(),
-		Dropped: c.dropped.Load(), Timeouts: c.timeouts.Load(), Panics: c.panics.Load(), Skipped: c.skipped.Load(),
+		Dropped: c.dropped.Load(), Timeouts: c.timeouts.Load(), Panics: c.panics.Load(), Skipped: c.skipped.Load(), SkippedDamaged: c.skippedDamaged.Load(),
 		FlowControlled: c.flowControlled.Load(), FetchErrors: c.fetchErrors.Load(),
 	}
 	for i := range c.workerConsumed {

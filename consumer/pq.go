@@ -384,12 +384,15 @@ func lastOffset(msgs []*message.MessageExt) int64 {
 	return msgs[len(msgs)-1].QueueOffset
 }
 
-// backoff waits pullErrorBackoff on the clock; false if ctx ended.
+// backoff waits pullErrorBackoff on the clock, or until a Seek (or room
+// made in the cache) signals space; false if ctx ended.
 func (p *pq) backoff(ctx context.Context) bool {
 	t := p.m.clk.NewTimer(pullErrorBackoff)
 	defer t.Stop()
 	select {
 	case <-t.C():
+		return true
+	case <-p.space:
 		return true
 	case <-ctx.Done():
 		return false

@@ -21,7 +21,6 @@ import (
 // other queue, never the damaged bytes, shows the failure in its stats,
 // and goes on once it seeks past it; writes go on.
 func TestBitRotWhileOpen(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "s")
 	failed := make(chan error, 64)
 	log := slog.New(logFunc(func(msg string, attrs []slog.Attr) {
 		if msg != "mqlite/consumer: pull failed" {
@@ -36,23 +35,13 @@ func TestBitRotWhileOpen(t *testing.T) {
 			}
 		}
 	}))
-	s, err := Open(dir, &Options{SegmentSize: 64 << 10, NoWarm: true, Logger: log})
-	require.NoError(t, err)
-	defer s.Close()
+	s, dir, rs := rotStore(t, log, false)
 	ctx := context.Background()
-	require.NoError(t, s.CreateTopic("t", TopicConfig{Queues: 2}))
-	var rs []PutResult
-	for i := range 20 {
-		r, err := s.Put(ctx, &Message{Topic: "t", Body: []byte(fmt.Sprintf("body-%02d", i))}, i%2)
-		require.NoError(t, err)
-		rs = append(rs, r)
-	}
-	require.NoError(t, s.WaitVisible(ctx))
 	bad := rs[6] // queue 0, offset 3
 	require.EqualValues(t, 3, bad.QueueOffset)
 	flipLogByte(t, dir, bad.Offset+28+56, 'b') // a byte of the body
 
-	_, err = s.ReadAt(bad.Offset)
+	_, err := s.ReadAt(bad.Offset)
 	require.ErrorIs(t, err, ErrCorrupt)
 	_, err = s.MessageByID(bad.MsgID())
 	require.ErrorIs(t, err, ErrCorrupt)
@@ -113,6 +102,32 @@ func TestBitRotWhileOpen(t *testing.T) {
 	require.NoError(t, err, "damage found by a read does not stop writes")
 }
 
+// rotStore opens a store in a directory of its own (logging to log, if
+// set) with 20 messages in topic t, alternately in its two queues:
+// "body-00" at queue 0 offset 0, "body-01" at queue 1 offset 0, and so
+// on. With held, nothing of them is dispatched yet and the caller
+// unlocks s.disp.run.
+func rotStore(t *testing.T, log *slog.Logger, held bool) (s *Store, dir string, rs []PutResult) {
+	t.Helper()
+	dir = filepath.Join(t.TempDir(), "s")
+	s, err := Open(dir, &Options{SegmentSize: 64 << 10, NoWarm: true, Logger: log})
+	require.NoError(t, err)
+	t.Cleanup(func() { s.Close() })
+	require.NoError(t, s.CreateTopic("t", TopicConfig{Queues: 2}))
+	if held {
+		s.disp.run.Lock() // neither the dispatcher nor a sender dispatches meanwhile
+	}
+	for i := range 20 {
+		r, err := s.Put(context.Background(), &Message{Topic: "t", Body: []byte(fmt.Sprintf("body-%02d", i))}, i%2)
+		require.NoError(t, err)
+		rs = append(rs, r)
+	}
+	if !held {
+		require.NoError(t, s.WaitVisible(context.Background()))
+	}
+	return s, dir, rs
+}
+
 func bodies(ms []*MessageExt) []string {
 	var out []string
 	for _, m := range ms {
@@ -126,23 +141,12 @@ func bodies(ms []*MessageExt) []string {
 // error and fences the store: writes fail with ErrFenced naming the
 // damage, and what was dispatched before it still reads.
 func TestBitRotBeforeDispatch(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "s")
-	s, err := Open(dir, &Options{SegmentSize: 64 << 10, NoWarm: true})
-	require.NoError(t, err)
-	defer s.Close()
+	s, dir, rs := rotStore(t, nil, true)
 	ctx := context.Background()
-	require.NoError(t, s.CreateTopic("t", TopicConfig{Queues: 2}))
-	s.disp.run.Lock() // neither the dispatcher nor a sender dispatches meanwhile
-	var rs []PutResult
-	for i := range 20 {
-		r, err := s.Put(ctx, &Message{Topic: "t", Body: []byte(fmt.Sprintf("body-%02d", i))}, i%2)
-		require.NoError(t, err)
-		rs = append(rs, r)
-	}
 	flipLogByte(t, dir, rs[6].Offset, byte(rs[6].Size))
 	s.disp.run.Unlock()
 
-	err = s.WaitVisible(ctx)
+	err := s.WaitVisible(ctx)
 	require.ErrorIs(t, err, ErrFenced)
 	require.ErrorIs(t, err, ErrCorrupt)
 	_, err = s.Put(ctx, &Message{Topic: "t", Body: []byte("after")}, 1)
@@ -158,22 +162,9 @@ func TestBitRotBeforeDispatch(t *testing.T) {
 // TestBitRotSkipDamaged: with SkipDamaged a push consumer steps over the
 // damaged record, counts it and delivers everything else.
 func TestBitRotSkipDamaged(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "s")
-	s, err := Open(dir, &Options{SegmentSize: 64 << 10, NoWarm: true})
-	require.NoError(t, err)
-	defer s.Close()
+	s, dir, rs := rotStore(t, nil, false)
 	ctx := context.Background()
-	require.NoError(t, s.CreateTopic("t", TopicConfig{Queues: 2}))
-	var bad PutResult
-	for i := range 20 {
-		r, err := s.Put(ctx, &Message{Topic: "t", Body: []byte(fmt.Sprintf("body-%02d", i))}, i%2)
-		require.NoError(t, err)
-		if i == 6 {
-			bad = r
-		}
-	}
-	require.NoError(t, s.WaitVisible(ctx))
-	flipLogByte(t, dir, bad.Offset+28+56, 'b')
+	flipLogByte(t, dir, rs[6].Offset+28+56, 'b')
 
 	c, err := s.NewPushConsumer("g", ConsumerOptions{ConsumeFromWhere: ConsumeFromFirstOffset, SkipDamaged: true})
 	require.NoError(t, err)

@@ -94,6 +94,9 @@ type modelRun struct {
 
 	q    map[string][][]modelMsg // topic -> queue -> messages by offset
 	min  map[string][]int64      // topic -> queue -> first offset retention left
+	// mins is every min offset each queue has had, in order: a consumer
+	// behind the min may have moved to any of them in the background.
+	mins map[modelQueue][]int64
 	keys int
 
 	pending []*modelPending         // delayed messages and retries not yet due
@@ -120,7 +123,7 @@ func TestModel(t *testing.T) {
 func runModel(t *testing.T, cfg modelConfig, seed uint64, ops int) {
 	r := &modelRun{t: t, ctx: context.Background(), rng: rand.New(rand.NewPCG(seed, 31)), crashRng: rand.New(rand.NewPCG(seed, 32)), cfg: cfg,
 		clk: clock.NewFake(time.Unix(modelStart, 0)), ffs: vfs.NewFaulty(vfs.NewMem()),
-		q: map[string][][]modelMsg{}, min: map[string][]int64{}, origins: map[string]*modelOrigin{}}
+		q: map[string][][]modelMsg{}, min: map[string][]int64{}, mins: map[modelQueue][]int64{}, origins: map[string]*modelOrigin{}}
 	r.step = fmt.Sprintf("%s seed %d: open", cfg.name, seed)
 	r.open(true)
 	for _, tp := range r.topics() {
@@ -566,6 +569,9 @@ func (r *modelRun) checkLengths(prefix, crashed bool) map[modelQueue][]modelMsg 
 			require.LessOrEqual(r.t, m, n, "%s: min offset of %s/%d", r.step, tp.name, q)
 			if !crashed {
 				require.GreaterOrEqual(r.t, m, r.min[tp.name][q], "%s: min offset of %s/%d went back", r.step, tp.name, q)
+			}
+			if h := r.mins[modelQueue{tp.name, q}]; len(h) == 0 || h[len(h)-1] != m {
+				r.mins[modelQueue{tp.name, q}] = append(h, m)
 			}
 			r.min[tp.name][q] = m
 		}

@@ -92,8 +92,8 @@ type modelRun struct {
 	tp   *TransactionProducer
 	txq  int // the queue the transaction selector picks
 
-	q    map[string][][]modelMsg // topic -> queue -> messages by offset
-	min  map[string][]int64      // topic -> queue -> first offset retention left
+	q   map[string][][]modelMsg // topic -> queue -> messages by offset
+	min map[string][]int64      // topic -> queue -> first offset retention left
 	// mins is every min offset each queue has had, in order: a consumer
 	// behind the min may have moved to any of them in the background.
 	mins map[modelQueue][]int64

@@ -65,7 +65,8 @@
 // # Recovery (Open)
 //
 //  1. Validate the options; create the directory and meta if both are new;
-//     else check meta (magic, version, CRC, entries per file).
+//     else check meta (magic, CRC, version, entries per file: a damaged
+//     version field is a *CorruptError, not another version).
 //  2. List the data files. Names that are not 20 digits are ignored; a
 //     20-digit name that is not a multiple of the file size is a
 //     *CorruptError. Files must be contiguous: at the first gap, that file

@@ -293,21 +293,25 @@ func (s *Store) Messages(topic string, queue int, from int64) iter.Seq2[*Message
 		limit := s.disp.dispatched()
 		var buf [64]consumequeue.Entry
 		for from < q.MaxOffset() {
-			n, err := q.Read(from, buf[:])
-			if err != nil {
-				yield(nil, err)
-				return
-			}
+			// A damaged entry ends the read after the entries before it,
+			// which are yielded first.
+			n, rerr := q.Read(from, buf[:])
 			for i, e := range buf[:n] {
 				if e.Offset >= limit { // a chunk still being dispatched
-					n = i
+					n, rerr = i, nil
 					break
 				}
 			}
 			if n == 0 {
+				if rerr != nil {
+					yield(nil, rerr)
+				}
 				return
 			}
 			msgs, _, err := s.readEntries(topic, queue, from, buf[:n], nil, nil)
+			if err == nil {
+				err = rerr
+			}
 			for _, m := range msgs {
 				if !yield(m, nil) {
 					return

@@ -46,9 +46,13 @@ type Queue struct {
 	// readOnly is set at open (Options.ReadOnly): nothing is written, and
 	// the mappings are read-only (readonly.go).
 	readOnly bool
-	// repaired is set by recovery, before the queue is published: it
-	// dropped entries or brought a file to size (see Repaired).
-	repaired bool
+	// repaired is set by recovery (Open, and TruncateAfterPhys after
+	// it): it dropped entries or brought a file to size (see Repaired).
+	repaired atomic.Bool
+	// scanned is the first logical offset of the files recovery checked
+	// entry by entry (the files before it are trusted); checkBackLocked
+	// moves it back. Guarded by mu once the queue is published.
+	scanned int64
 
 	mu struct {
 		sync.Mutex
@@ -106,10 +110,11 @@ func Open(opts Options) (*Queue, error) {
 	if err := q.fs.MkdirAll(q.dir, 0o755); err != nil {
 		return nil, fmt.Errorf("mqlite/consumequeue: open %s: %w", q.dir, errs.Disk(err))
 	}
-	if err := q.loadMeta(o.EntriesPerFile); err != nil {
+	hadMeta, err := q.loadMeta(o.EntriesPerFile)
+	if err != nil {
 		return nil, err
 	}
-	if err := q.recover(); err != nil {
+	if err := q.recover(hadMeta); err != nil {
 		q.releaseAll()
 		return nil, err
 	}
@@ -174,12 +179,14 @@ func (q *Queue) MinOffset() int64 { return q.min.Load() }
 // number of readable entries.
 func (q *Queue) MaxOffset() int64 { return q.max.Load() }
 
-// Repaired reports whether Open repaired the queue: it dropped entries
-// (a damaged or torn tail, a gap between files and the files after it)
-// or brought a file of the wrong size to size. The dropped entries are
+// Repaired reports whether Open (or TruncateAfterPhys after it) repaired
+// the queue: it dropped entries (a damaged or torn tail, a gap between
+// files and the files after it, a damaged entry in a file the next Open
+// would scan), brought a file of the wrong size to size, or found a meta
+// file with no data file beside it. The dropped entries are
 // derived data: re-dispatching the CommitLog from MaxPhysEnd restores
 // them.
-func (q *Queue) Repaired() bool { return q.repaired }
+func (q *Queue) Repaired() bool { return q.repaired.Load() }
 
 // MaxPhysEnd returns Offset+Size of the last entry (0 if the queue's files
 // hold none, e.g. new or truncated to its start): how far the CommitLog has

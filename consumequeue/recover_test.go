@@ -201,12 +201,12 @@ func TestMetaChecks(t *testing.T) {
 		wantErr(t, err, ErrIncompatible, ErrInvalidArgument)
 
 		for name, b := range map[string][]byte{
-			"bad CRC":   append(append([]byte(nil), good[:15]...), good[15]^1),
+			"bad CRC": append(append([]byte(nil), good[:15]...), good[15]^1),
 			// A damaged version byte is damage, not another version.
 			"flipped version": append(append(append([]byte(nil), good[:5]...), good[5]^4), good[6:]...),
-			"bad magic": append([]byte("XXXX"), good[4:]...),
-			"short":     good[:10],
-			"empty":     nil,
+			"bad magic":       append([]byte("XXXX"), good[4:]...),
+			"short":           good[:10],
+			"empty":           nil,
 		} {
 			writeFile(t, e.fs, meta, b)
 			_, err = Open(e.opts())

@@ -190,7 +190,12 @@ func (s *Store) removedByRetention(off int64, err error) bool {
 // ReadQueue returns up to max messages of the queue from logical offset
 // from (at most 256 a call, and MaxReadBytes of records). When none is
 // there yet it blocks until one arrives (the dispatcher wakes it at once,
-// no polling), ctx ends, or the store closes.
+// no polling), ctx ends, or the store closes: from may be the next offset
+// the queue will assign (the long poll), or one a Put returned that is
+// not visible yet. A from past the next offset the queue will assign
+// fails at once with ErrOffsetOutOfRange (a read-only Store, which cannot
+// know the writer's next offset, waits instead); one below the queue's
+// MinOffset, negative ones included, with ErrNotFound.
 func (s *Store) ReadQueue(ctx context.Context, topic string, queue int, from int64, max int) ([]*MessageExt, error) {
 	if max <= 0 {
 		return nil, fmt.Errorf("mqlite: max %d: %w", max, errs.ErrInvalidArgument)
@@ -198,6 +203,14 @@ func (s *Store) ReadQueue(ctx context.Context, topic string, queue int, from int
 	q, err := s.cqueue(topic, queue)
 	if err != nil {
 		return nil, err
+	}
+	if from > q.MaxOffset() && !s.readOnly {
+		// Past what is dispatched: past what is assigned too? (Only
+		// here, off the long poll's path, is the append lock taken.)
+		if next := s.assignedNext(topic, queue); from > next {
+			return nil, fmt.Errorf("mqlite: read %s/%d from offset %d, past the next offset %d: %w",
+				topic, queue, from, next, errs.ErrOffsetOutOfRange)
+		}
 	}
 	var buf [256]consumequeue.Entry // on the stack: no garbage per call
 	entries := buf[:min(max, len(buf))]

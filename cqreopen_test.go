@@ -308,3 +308,43 @@ func TestConsumeQueueDamageReopenAgrees(t *testing.T) {
 		}
 	}
 }
+
+// FuzzReopenDamagedConsumeQueue: TestConsumeQueueDamageReopenAgrees with
+// fuzzed damage, scripts as FuzzOpenCorruptedDir's (fuzzdir_script_test.go)
+// over the files of the many-file golden store, with and without the
+// abort marker: the two Opens must agree. The seeds damage ConsumeQueue
+// files, alone and with a cut CommitLog.
+//
+//	go test -run '^$' -fuzz '^FuzzReopenDamagedConsumeQueue$' -fuzztime 5m -parallel 1 .
+func FuzzReopenDamagedConsumeQueue(f *testing.F) {
+	g := cqGoldenStore(f)
+	idx := func(p string) int { return g.fileIndex(p) }
+	lastSeg := 0
+	for i, p := range g.files {
+		if path.Dir(p) == path.Join(fzDir, "commitlog") {
+			lastSeg = i
+		}
+	}
+	for _, s := range [][]byte{
+		{},
+		fzOp(mutFlip, idx(cqFile(0, 8)), 100, 0, 3),
+		fzOp(mutFlip, idx(cqFile(0, 2)), 62, 0, 1),
+		fzOp(mutZero, idx(cqFile(0, 0)), 20, 20, 0),
+		fzOp(mutTruncate, idx(cqFile(1, 4)), 50, 0, 0),
+		fzOp(mutDelete, idx(cqFile(1, 8)), 0, 0, 0),
+		fzOp(mutFlip, idx(path.Join(fzDir, "consumequeue", cqTopic, "0", "meta")), 5, 0, 2),
+		append(fzOp(mutFlip, idx(cqFile(0, 5)), 62, 0, 3), fzOp(mutTruncate, lastSeg, 300, 0, 0)...),
+		append(fzOp(mutFlip, idx(cqFile(0, 4)), 2, 0, 3), fzOp(mutTruncate, idx(cqFile(0, 8)), 0, 0, 0)...),
+	} {
+		f.Add(s, false)
+		f.Add(s, true)
+	}
+	f.Fuzz(func(t *testing.T, script []byte, crash bool) {
+		for i := 0; i < len(script); i += fzOpSize {
+			if mutKind(script[i]%byte(mutKinds)) == mutOffsets {
+				script[i] = byte(mutFlip) // the store has no consumer offsets file
+			}
+		}
+		cqReopen(t, g, g.decodeScript(script), crash)
+	})
+}

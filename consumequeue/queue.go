@@ -197,7 +197,8 @@ func (q *Queue) MaxPhysEnd() int64 { return q.physEnd.Load() }
 // writer (the dispatcher):
 //   - logical == MaxOffset(): appends.
 //   - logical < MaxOffset(): a re-dispatched duplicate; nil if it equals the
-//     stored entry, ErrConflict if it differs. Slots that cannot be checked
+//     stored entry, ErrConflict if it differs; a damaged stored entry is
+//     rewritten with e. Slots that cannot be checked
 //     (removed by retention, fillers, damaged below MinOffset) are ignored.
 //   - logical > MaxOffset(): allowed only when the queue is empty
 //     (MinOffset() == MaxOffset(), e.g. new, or emptied by retention): the
@@ -372,7 +373,8 @@ func (q *Queue) backwards(logical int64, e Entry) error {
 
 // duplicateLocked handles a re-dispatch of logical < max: it is compared
 // with the stored entry if there is one; a slot retention removed, a filler,
-// or a damaged slot below MinOffset cannot be checked and is ignored.
+// or a damaged slot below MinOffset cannot be checked and is ignored, and
+// a damaged slot from MinOffset on is rewritten with e.
 func (q *Queue) duplicateLocked(logical int64, e Entry) error {
 	segs := q.snap.Load().segs
 	b := q.slot(segs, logical)
@@ -384,7 +386,17 @@ func (q *Queue) duplicateLocked(logical int64, e Entry) error {
 	case ok && isFiller(stored), !ok && logical < q.min.Load():
 		return nil
 	case !ok:
-		return fmt.Errorf("mqlite/consumequeue: append: %w", q.corruptAt(segs, logical))
+		// A damaged slot in a file recovery trusted: the re-dispatched
+		// entry is its record's (the CommitLog is the truth), so it is
+		// rewritten, under an odd generation so that readers retry.
+		q.log.Warn("consumequeue: damaged entry rewritten by re-dispatch", "queue", q.dir, "logical", logical)
+		q.gen.Add(1)
+		putEntry(b, e)
+		q.gen.Add(1)
+		seg := segs[(logical-segs[0].start)/q.perFile]
+		off := int(logical-seg.start) * EntrySize
+		seg.markDirty(off, off+EntrySize)
+		return nil
 	case stored == e:
 		return nil
 	}

@@ -295,6 +295,9 @@ func (s *Store) openIndexes(cp checkpoint, cpOK bool) error {
 	}
 	s.disp.next = max(start, s.log.MinOffset())
 	s.disp.verify = true
+	if err := s.lowerDispatched(cp, cpOK, s.disp.next); err != nil {
+		return err
+	}
 	err = s.disp.catchUp(end)
 	redo := false
 	switch {
@@ -316,6 +319,9 @@ func (s *Store) openIndexes(cp checkpoint, cpOK bool) error {
 	if redo {
 		start = s.log.MinOffset()
 		s.disp.next = start
+		if err := s.lowerDispatched(cp, cpOK, start); err != nil {
+			return err
+		}
 		err = s.disp.catchUp(end)
 	}
 	if err != nil {
@@ -334,6 +340,21 @@ func (s *Store) openIndexes(cp checkpoint, cpOK bool) error {
 	s.dispRunning = true
 	go s.disp.loop()
 	return nil
+}
+
+// lowerDispatched moves the checkpoint's dispatched offset back to from,
+// where Open's re-dispatch starts, before it runs: recovery may have
+// dropped queue entries below the checkpoint (damage), and if this Open
+// fails or crashes before re-dispatch has rebuilt them, the next one must
+// re-dispatch from there too, not trust the queues up to the old
+// checkpoint. The flushed offset stays, so CommitLog recovery is not
+// changed. Without a valid checkpoint the next Open re-dispatches
+// everything anyway.
+func (s *Store) lowerDispatched(cp checkpoint, cpOK bool, from int64) error {
+	if !cpOK || from >= cp.dispatched {
+		return nil
+	}
+	return s.writeCheckpoint(checkpoint{flushed: cp.flushed, dispatched: from})
 }
 
 // restoreTopics registers the topics of a store whose topic registry file

@@ -74,19 +74,21 @@ func TestCloseRacingReadersAndSenders(t *testing.T) {
 	for round := range 20 {
 		s, err := Open(dir, &Options{SegmentSize: 64 << 10, ConsumeQueueEntries: 256, IndexSlots: 64, IndexEntries: 1024})
 		require.NoError(t, err)
-		if err := s.CreateTopic("race", TopicConfig{Queues: 8}); err != nil {
-			require.ErrorIs(t, err, ErrTopicExists)
+		for _, name := range []string{"race", "idle"} {
+			if err := s.CreateTopic(name, TopicConfig{Queues: 8}); err != nil {
+				require.ErrorIs(t, err, ErrTopicExists)
+			}
 		}
 		ctx := context.Background()
 		var wg sync.WaitGroup
 		errs := make(chan error, 64)
 		ready := make(chan struct{}, 16)
-		for q := range 8 { // readers past the end of their queues
+		for q := range 8 { // readers at the end of queues nobody sends to
 			wg.Go(func() {
 				ready <- struct{}{}
-				from, err := s.MaxOffset("race", q)
+				from, err := s.MaxOffset("idle", q)
 				if err == nil {
-					_, err = s.ReadQueue(ctx, "race", q, from+1_000_000, 1)
+					_, err = s.ReadQueue(ctx, "idle", q, from, 1)
 				}
 				errs <- err
 			})

@@ -44,6 +44,12 @@ var (
 	// topic change, retention, a check-back round) on a Store opened with
 	// Options.ReadOnly.
 	ErrReadOnly = errs.ErrReadOnly
+	// ErrOffsetOutOfRange: ReadQueue from an offset past the next one the
+	// queue will assign (the next Put's QueueOffset), which no message
+	// will ever fill: Kafka's OffsetOutOfRange, RocketMQ's
+	// OFFSET_OVERFLOW_BADLY. Reading from exactly the next offset waits
+	// for it (the long poll).
+	ErrOffsetOutOfRange = errs.ErrOffsetOutOfRange
 
 	ErrInvalidTopic    = message.ErrInvalidTopic
 	ErrEmptyBody       = message.ErrEmptyBody

@@ -12,15 +12,12 @@ import (
 	"log/slog"
 	"path"
 	"path/filepath"
-	"slices"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/mqlite/mqlite/clock"
-	"github.com/mqlite/mqlite/consumequeue"
-	"github.com/mqlite/mqlite/indexfile"
 	"github.com/mqlite/mqlite/internal/vfs"
 	"github.com/mqlite/mqlite/topic"
 )
@@ -140,22 +137,29 @@ func fzCases(g *fzGolden) []struct {
 		{"remove the index directory", []mutation{{kind: mutRemoveDir, file: p("index")}}, fzWant{verifyOK: true}},
 		{"remove the config directory", []mutation{{kind: mutRemoveDir, file: p(configDir)}}, fzWant{verifyOK: true}},
 		// Found by the fuzzer.
+		// The schedule queue left with its meta file alone is rebuilt from
+		// the whole CommitLog, which meets the timer queue's entry that is
+		// not its record's.
 		{"the schedule queue's file moved into the timer queue, timer progress lost", []mutation{{kind: mutRename,
 			file: p("consumequeue", ScheduleTopic, "17", "00000000000000000000"), target: p("consumequeue", topic.Timer, "0", "00000000000000000000")},
 			{kind: mutDelete, file: p(configDir, "timer.json")}},
-			fzWant{lost: func(g *fzGolden) []int64 {
-				return slices.Sorted(slices.Values([]int64{g.queues[fzQueue{ScheduleTopic, 17}][0], g.queues[fzQueue{topic.Timer, 0}][0]}))
-			}}},
+			fzWant{openErr: ErrCorrupt, errPath: p("consumequeue", topic.Timer, "0")}},
+		{"the schedule queue's file copied into the timer queue, timer progress lost", []mutation{{kind: mutDuplicate,
+			file: p("consumequeue", ScheduleTopic, "17", "00000000000000000000"), target: p("consumequeue", topic.Timer, "0", "00000000000000000000")},
+			{kind: mutDelete, file: p(configDir, "timer.json")}},
+			fzWant{lost: func(g *fzGolden) []int64 { return []int64{g.queues[fzQueue{topic.Timer, 0}][0]} }}},
 		{"the schedule queue's file moved into the half queue", []mutation{{kind: mutRename,
 			file: p("consumequeue", ScheduleTopic, "17", "00000000000000000000"), target: p("consumequeue", HalfTopic, "0", "00000000000000000000")}},
-			fzWant{openErr: ErrCorrupt, errPath: p("consumequeue", HalfTopic, "0", "00000000000000000000")}},
+			fzWant{openErr: ErrCorrupt, errPath: p("consumequeue", HalfTopic, "0")}},
 		{"a ConsumeQueue file moved into another queue", []mutation{{kind: mutRename, file: cq0,
 			target: p("consumequeue", HalfTopic, "0", "00000000000000000000")}},
 			fzWant{openErr: ErrCorrupt, errPath: p("consumequeue", HalfTopic, "0")}},
+		// The checksum is checked before the version: a flipped version
+		// byte is damage, not another format version.
 		{"flip the version of a ConsumeQueue meta file", []mutation{{kind: mutFlip, file: p("consumequeue", "orders", "1", "meta"), off: 7}},
-			fzWant{openErr: consumequeue.ErrIncompatible, errPath: p("consumequeue", "orders", "1", "meta")}},
-		{"flip the version of an IndexFile", []mutation{{kind: mutFlip, file: idx0, off: 5, bit: 3}},
-			fzWant{openErr: indexfile.ErrVersion, errPath: idx0}},
+			fzWant{openErr: ErrCorrupt, errPath: p("consumequeue", "orders", "1", "meta")}},
+		// A damaged IndexFile is deleted and rebuilt.
+		{"flip the version of an IndexFile", []mutation{{kind: mutFlip, file: idx0, off: 5, bit: 3}}, fzWant{verifyOK: true}},
 	}
 }
 
@@ -209,7 +213,9 @@ func TestDamagedScheduleQueueDeliversNothingEarly(t *testing.T) {
 	fs := vfs.NewMem()
 	require.NoError(t, g.copyTo(fs, fzDir))
 	sched := path.Join(fzDir, "consumequeue", ScheduleTopic, "17", "00000000000000000000")
-	require.NoError(t, mutation{kind: mutRename, file: path.Join(fzDir, "consumequeue", topic.Timer, "0", "00000000000000000000"),
+	// A copy: a queue left with no data file would be rebuilt from the
+	// whole CommitLog at Open, which would refuse the schedule queue.
+	require.NoError(t, mutation{kind: mutDuplicate, file: path.Join(fzDir, "consumequeue", topic.Timer, "0", "00000000000000000000"),
 		target: sched}.apply(fs, fzDir))
 	o := fzOptions()
 	clk := o.Clock.(*clock.Fake)

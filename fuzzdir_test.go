@@ -143,8 +143,9 @@ func openAndCheck(t *testing.T, g *fzGolden, fs vfs.FS, dir string, muts []mutat
 		require.Nil(t, s)
 		// Neither file system fails an operation here: ErrIO would be the
 		// store asking for something impossible, such as a mapping past
-		// the end of a file. A file of another format version (a flipped
-		// version field: it is checked before the checksum) is refused.
+		// the end of a file. A file of another format version is refused
+		// (a header whose checksum holds names it: a flipped version byte
+		// is damage).
 		var ce *CorruptError
 		if errors.As(err, &ce) {
 			require.ErrorIs(t, err, ErrCorrupt, "%s %v", what, muts)

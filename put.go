@@ -125,6 +125,19 @@ func (s *Store) nextOffsets(topic string, queue int32) []int64 {
 	return e.next
 }
 
+// assignedNext is the queue offset the next put to (topic, queue) gets:
+// its next-offset table, read under the append lock. The ConsumeQueue's
+// MaxOffset lags it by what the dispatcher has not dispatched yet.
+func (s *Store) assignedNext(topic string, queue int) int64 {
+	var next int64
+	s.log.Locked(func() {
+		if e := s.queues[topic]; e != nil && queue < len(e.next) {
+			next = e.next[queue]
+		}
+	})
+	return next
+}
+
 // putHex writes v as len(dst) upper-case hex digits, two at a time.
 func putHex(dst []byte, v uint64) {
 	i := len(dst)

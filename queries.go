@@ -190,7 +190,12 @@ func (s *Store) removedByRetention(off int64, err error) bool {
 // ReadQueue returns up to max messages of the queue from logical offset
 // from (at most 256 a call, and MaxReadBytes of records). When none is
 // there yet it blocks until one arrives (the dispatcher wakes it at once,
-// no polling), ctx ends, or the store closes.
+// no polling), ctx ends, or the store closes: from may be the next offset
+// the queue will assign (the long poll), or one a Put returned that is
+// not visible yet. A from past the next offset the queue will assign
+// fails at once with ErrOffsetOutOfRange (a read-only Store, which cannot
+// know the writer's next offset, waits instead); one below the queue's
+// MinOffset, negative ones included, with ErrNotFound.
 func (s *Store) ReadQueue(ctx context.Context, topic string, queue int, from int64, max int) ([]*MessageExt, error) {
 	if max <= 0 {
 		return nil, fmt.Errorf("mqlite: max %d: %w", max, errs.ErrInvalidArgument)
@@ -198,6 +203,14 @@ func (s *Store) ReadQueue(ctx context.Context, topic string, queue int, from int
 	q, err := s.cqueue(topic, queue)
 	if err != nil {
 		return nil, err
+	}
+	if from > q.MaxOffset() && !s.readOnly {
+		// Past what is dispatched: past what is assigned too? (Only
+		// here, off the long poll's path, is the append lock taken.)
+		if next := s.assignedNext(topic, queue); from > next {
+			return nil, fmt.Errorf("mqlite: read %s/%d from offset %d, past the next offset %d: %w",
+				topic, queue, from, next, errs.ErrOffsetOutOfRange)
+		}
 	}
 	var buf [256]consumequeue.Entry // on the stack: no garbage per call
 	entries := buf[:min(max, len(buf))]
@@ -293,21 +306,25 @@ func (s *Store) Messages(topic string, queue int, from int64) iter.Seq2[*Message
 		limit := s.disp.dispatched()
 		var buf [64]consumequeue.Entry
 		for from < q.MaxOffset() {
-			n, err := q.Read(from, buf[:])
-			if err != nil {
-				yield(nil, err)
-				return
-			}
+			// A damaged entry ends the read after the entries before it,
+			// which are yielded first.
+			n, rerr := q.Read(from, buf[:])
 			for i, e := range buf[:n] {
 				if e.Offset >= limit { // a chunk still being dispatched
-					n = i
+					n, rerr = i, nil
 					break
 				}
 			}
 			if n == 0 {
+				if rerr != nil {
+					yield(nil, rerr)
+				}
 				return
 			}
 			msgs, _, err := s.readEntries(topic, queue, from, buf[:n], nil, nil)
+			if err == nil {
+				err = rerr
+			}
 			for _, m := range msgs {
 				if !yield(m, nil) {
 					return

@@ -55,6 +55,11 @@ type Store struct {
 	guard       guard
 	metrics     metrics
 
+	// builtDirs are the index directories (ConsumeQueue, IndexFile) this
+	// Open created: a failed Open removes them, or the next Open would
+	// take their partial content for indexes built up to the checkpoint.
+	builtDirs []string
+
 	explicitSegment bool       // Options.SegmentSize was set, not defaulted
 	retMu           sync.Mutex // one retention pass at a time
 	retQuit         chan struct{}
@@ -249,6 +254,11 @@ func (s *Store) markOpen() error {
 func (s *Store) openIndexes(cp checkpoint, cpOK bool) error {
 	cqDir, idxDir := s.path("consumequeue"), s.path("index")
 	cqExisted, idxExisted := vfs.Exists(s.fs, cqDir), vfs.Exists(s.fs, idxDir)
+	for dir, existed := range map[string]bool{cqDir: cqExisted, idxDir: idxExisted} {
+		if !existed {
+			s.builtDirs = append(s.builtDirs, dir)
+		}
+	}
 	cq, err := consumequeue.OpenStore(consumequeue.Options{FS: s.fs, Dir: cqDir,
 		EntriesPerFile: s.opts.ConsumeQueueEntries, Logger: s.opts.Logger})
 	if err != nil {
@@ -285,6 +295,9 @@ func (s *Store) openIndexes(cp checkpoint, cpOK bool) error {
 	}
 	s.disp.next = max(start, s.log.MinOffset())
 	s.disp.verify = true
+	if err := s.lowerDispatched(cp, cpOK, s.disp.next); err != nil {
+		return err
+	}
 	err = s.disp.catchUp(end)
 	redo := false
 	switch {
@@ -306,6 +319,9 @@ func (s *Store) openIndexes(cp checkpoint, cpOK bool) error {
 	if redo {
 		start = s.log.MinOffset()
 		s.disp.next = start
+		if err := s.lowerDispatched(cp, cpOK, start); err != nil {
+			return err
+		}
 		err = s.disp.catchUp(end)
 	}
 	if err != nil {
@@ -324,6 +340,21 @@ func (s *Store) openIndexes(cp checkpoint, cpOK bool) error {
 	s.dispRunning = true
 	go s.disp.loop()
 	return nil
+}
+
+// lowerDispatched moves the checkpoint's dispatched offset back to from,
+// where Open's re-dispatch starts, before it runs: recovery may have
+// dropped queue entries below the checkpoint (damage), and if this Open
+// fails or crashes before re-dispatch has rebuilt them, the next one must
+// re-dispatch from there too, not trust the queues up to the old
+// checkpoint. The flushed offset stays, so CommitLog recovery is not
+// changed. Without a valid checkpoint the next Open re-dispatches
+// everything anyway.
+func (s *Store) lowerDispatched(cp checkpoint, cpOK bool, from int64) error {
+	if !cpOK || from >= cp.dispatched {
+		return nil
+	}
+	return s.writeCheckpoint(checkpoint{flushed: cp.flushed, dispatched: from})
 }
 
 // restoreTopics registers the topics of a store whose topic registry file
@@ -466,6 +497,19 @@ func (s *Store) abortOpen() {
 		s.periodic.Close()
 	}
 	s.release()
+	// Indexes this Open began to build from nothing: gone, so that the
+	// next Open builds them from nothing too (and meets what failed this
+	// one) instead of trusting a part.
+	for _, dir := range s.builtDirs {
+		if err := s.fs.RemoveAll(dir); err != nil {
+			s.opts.Logger.Warn("mqlite: failed open: cannot remove the index directory it created", "dir", dir, "err", err)
+		}
+	}
+	if len(s.builtDirs) > 0 {
+		if err := s.fs.SyncDir(s.dir); err != nil {
+			s.opts.Logger.Warn("mqlite: failed open: sync", "dir", s.dir, "err", err)
+		}
+	}
 }
 
 // release frees what open acquired, for Close and failed opens.

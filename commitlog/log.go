@@ -313,6 +313,15 @@ func (l *Log) fence(err error) {
 	l.fenced.CompareAndSwap(nil, &wrapped)
 }
 
+// Locked runs fn under the append lock, which Appender.EncodePayload runs
+// under too: fn sees what the payloads encoded so far wrote, and no
+// payload is encoded meanwhile.
+func (l *Log) Locked(fn func()) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	fn()
+}
+
 // Append writes one record and returns its global offset.
 func (l *Log) Append(a Appender) (phys int64, err error) {
 	one := [1]Appender{a}

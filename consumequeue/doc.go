@@ -65,7 +65,8 @@
 // # Recovery (Open)
 //
 //  1. Validate the options; create the directory and meta if both are new;
-//     else check meta (magic, version, CRC, entries per file).
+//     else check meta (magic, CRC, version, entries per file: a damaged
+//     version field is a *CorruptError, not another version).
 //  2. List the data files. Names that are not 20 digits are ignored; a
 //     20-digit name that is not a multiple of the file size is a
 //     *CorruptError. Files must be contiguous: at the first gap, that file
@@ -84,7 +85,17 @@
 //     entry, MaxPhysEnd, survives). Valid entries after a damaged one are
 //     thus dropped (and logged); they are derived data, and re-dispatching
 //     the CommitLog from MaxPhysEnd rebuilds them.
-//  6. MinOffset is the first non-filler entry of the first file, MaxPhysEnd
+//  6. If step 5 dropped files, the next Open's window (the newest three
+//     files) reaches back over files this one trusted: check them too,
+//     and drop from a damaged entry there as in step 5, until the window
+//     holds only checked files. TruncateAfterPhys does the same after it
+//     drops files. So consecutive Opens agree: what one accepted, the next
+//     accepts, and a damaged entry the next would drop is dropped (and
+//     rebuilt by re-dispatch) now, not served as an error meanwhile.
+//  7. A meta file with no data file is a queue that lost its first file
+//     (the first file is never removed): it is marked repaired, with
+//     MaxPhysEnd 0, so re-dispatch rebuilds it from the CommitLog's start.
+//  8. MinOffset is the first non-filler entry of the first file, MaxPhysEnd
 //     the end of the last entry. MinOffset is not persisted: call
 //     DeleteBelowPhys with the CommitLog's minimum offset after Open. After a
 //     CommitLog recovery that truncated the log, call TruncateAfterPhys.

@@ -133,20 +133,28 @@ func encodeMeta(perFile int) []byte {
 }
 
 // checkMeta validates a meta file against the options and returns its
-// entries per file; perFile 0 accepts any valid count. A damaged file is a
-// *CorruptError; another version or entries-per-file is ErrIncompatible.
+// entries per file; perFile 0 accepts any valid count. A damaged file
+// (its checksum is checked before its version) is a *CorruptError; another
+// version or entries-per-file is ErrIncompatible.
 func checkMeta(path string, b []byte, perFile int) (int, error) {
 	if len(b) < 8 || string(b[:4]) != metaMagic {
 		return 0, fmt.Errorf("mqlite/consumequeue: %w", errCorrupt(path, 0, "bad meta magic or length %d", len(b)))
 	}
-	if v := le.Uint32(b[4:8]); v != FormatVersion {
-		return 0, fmt.Errorf("mqlite/consumequeue: %s: format version %d, want %d: %w", path, v, FormatVersion, ErrIncompatible)
-	}
+	v := le.Uint32(b[4:8])
 	if len(b) != metaSize {
+		// Not this version's length: its checksum cannot be checked.
+		if v != FormatVersion {
+			return 0, fmt.Errorf("mqlite/consumequeue: %s: format version %d, want %d: %w", path, v, FormatVersion, ErrIncompatible)
+		}
 		return 0, fmt.Errorf("mqlite/consumequeue: %w", errCorrupt(path, 0, "meta length %d, want %d", len(b), metaSize))
 	}
+	// The checksum before the version: a damaged version field is damage,
+	// and only a meta file whose checksum holds names another version.
 	if got, want := le.Uint32(b[12:16]), crc32.Checksum(b[:12], castagnoli); got != want {
 		return 0, fmt.Errorf("mqlite/consumequeue: %w", errCorrupt(path, 12, "meta CRC %08x, want %08x", got, want))
+	}
+	if v != FormatVersion {
+		return 0, fmt.Errorf("mqlite/consumequeue: %s: format version %d, want %d: %w", path, v, FormatVersion, ErrIncompatible)
 	}
 	n := le.Uint32(b[8:12])
 	if n == 0 || n > MaxEntriesPerFile {

@@ -46,9 +46,13 @@ type Queue struct {
 	// readOnly is set at open (Options.ReadOnly): nothing is written, and
 	// the mappings are read-only (readonly.go).
 	readOnly bool
-	// repaired is set by recovery, before the queue is published: it
-	// dropped entries or brought a file to size (see Repaired).
-	repaired bool
+	// repaired is set by recovery (Open, and TruncateAfterPhys after
+	// it): it dropped entries or brought a file to size (see Repaired).
+	repaired atomic.Bool
+	// scanned is the first logical offset of the files recovery checked
+	// entry by entry (the files before it are trusted); checkBackLocked
+	// moves it back. Guarded by mu once the queue is published.
+	scanned int64
 
 	mu struct {
 		sync.Mutex
@@ -106,10 +110,11 @@ func Open(opts Options) (*Queue, error) {
 	if err := q.fs.MkdirAll(q.dir, 0o755); err != nil {
 		return nil, fmt.Errorf("mqlite/consumequeue: open %s: %w", q.dir, errs.Disk(err))
 	}
-	if err := q.loadMeta(o.EntriesPerFile); err != nil {
+	hadMeta, err := q.loadMeta(o.EntriesPerFile)
+	if err != nil {
 		return nil, err
 	}
-	if err := q.recover(); err != nil {
+	if err := q.recover(hadMeta); err != nil {
 		q.releaseAll()
 		return nil, err
 	}
@@ -174,12 +179,14 @@ func (q *Queue) MinOffset() int64 { return q.min.Load() }
 // number of readable entries.
 func (q *Queue) MaxOffset() int64 { return q.max.Load() }
 
-// Repaired reports whether Open repaired the queue: it dropped entries
-// (a damaged or torn tail, a gap between files and the files after it)
-// or brought a file of the wrong size to size. The dropped entries are
+// Repaired reports whether Open (or TruncateAfterPhys after it) repaired
+// the queue: it dropped entries (a damaged or torn tail, a gap between
+// files and the files after it, a damaged entry in a file the next Open
+// would scan), brought a file of the wrong size to size, or found a meta
+// file with no data file beside it. The dropped entries are
 // derived data: re-dispatching the CommitLog from MaxPhysEnd restores
 // them.
-func (q *Queue) Repaired() bool { return q.repaired }
+func (q *Queue) Repaired() bool { return q.repaired.Load() }
 
 // MaxPhysEnd returns Offset+Size of the last entry (0 if the queue's files
 // hold none, e.g. new or truncated to its start): how far the CommitLog has
@@ -190,7 +197,8 @@ func (q *Queue) MaxPhysEnd() int64 { return q.physEnd.Load() }
 // writer (the dispatcher):
 //   - logical == MaxOffset(): appends.
 //   - logical < MaxOffset(): a re-dispatched duplicate; nil if it equals the
-//     stored entry, ErrConflict if it differs. Slots that cannot be checked
+//     stored entry, ErrConflict if it differs; a damaged stored entry is
+//     rewritten with e. Slots that cannot be checked
 //     (removed by retention, fillers, damaged below MinOffset) are ignored.
 //   - logical > MaxOffset(): allowed only when the queue is empty
 //     (MinOffset() == MaxOffset(), e.g. new, or emptied by retention): the
@@ -365,7 +373,8 @@ func (q *Queue) backwards(logical int64, e Entry) error {
 
 // duplicateLocked handles a re-dispatch of logical < max: it is compared
 // with the stored entry if there is one; a slot retention removed, a filler,
-// or a damaged slot below MinOffset cannot be checked and is ignored.
+// or a damaged slot below MinOffset cannot be checked and is ignored, and
+// a damaged slot from MinOffset on is rewritten with e.
 func (q *Queue) duplicateLocked(logical int64, e Entry) error {
 	segs := q.snap.Load().segs
 	b := q.slot(segs, logical)
@@ -377,7 +386,17 @@ func (q *Queue) duplicateLocked(logical int64, e Entry) error {
 	case ok && isFiller(stored), !ok && logical < q.min.Load():
 		return nil
 	case !ok:
-		return fmt.Errorf("mqlite/consumequeue: append: %w", q.corruptAt(segs, logical))
+		// A damaged slot in a file recovery trusted: the re-dispatched
+		// entry is its record's (the CommitLog is the truth), so it is
+		// rewritten, under an odd generation so that readers retry.
+		q.log.Warn("consumequeue: damaged entry rewritten by re-dispatch", "queue", q.dir, "logical", logical)
+		q.gen.Add(1)
+		putEntry(b, e)
+		q.gen.Add(1)
+		seg := segs[(logical-segs[0].start)/q.perFile]
+		off := int(logical-seg.start) * EntrySize
+		seg.markDirty(off, off+EntrySize)
+		return nil
 	case stored == e:
 		return nil
 	}

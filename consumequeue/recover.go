@@ -25,16 +25,17 @@ type dataFile struct {
 	size  int64
 }
 
-// loadMeta checks the meta file, or writes it for a new queue.
-func (q *Queue) loadMeta(perFile int) error {
-	found, _, err := q.checkMeta(perFile)
+// loadMeta checks the meta file, or writes it for a new queue; found says
+// there was one.
+func (q *Queue) loadMeta(perFile int) (found bool, err error) {
+	found, _, err = q.checkMeta(perFile)
 	if err != nil || found {
-		return err
+		return found, err
 	}
 	if err := vfs.WriteFileAtomic(q.fs, q.dir, metaName, encodeMeta(perFile)); err != nil {
-		return fmt.Errorf("mqlite/consumequeue: write %s: %w", filepath.Join(q.dir, metaName), errs.Disk(err))
+		return false, fmt.Errorf("mqlite/consumequeue: write %s: %w", filepath.Join(q.dir, metaName), errs.Disk(err))
 	}
-	return nil
+	return false, nil
 }
 
 // checkMeta checks the meta file (perFile 0: any entries per file, which
@@ -108,17 +109,29 @@ func (q *Queue) listFiles() ([]dataFile, error) {
 }
 
 // recover loads the data files and sets min, max and physEnd; see "Recovery"
-// in the package documentation.
-func (q *Queue) recover() error {
+// in the package documentation. hadMeta says the meta file was there
+// before this Open.
+func (q *Queue) recover(hadMeta bool) error {
 	files, err := q.listFiles()
-	if err != nil || len(files) == 0 {
+	if err != nil {
 		return err
+	}
+	if len(files) == 0 {
+		if hadMeta {
+			// The first data file is created with the meta file and never
+			// removed (retention and truncation keep the last file): it
+			// was lost, and whatever it held with it. Re-dispatch finds
+			// out (from MaxPhysEnd 0, the CommitLog's start).
+			q.log.Warn("consumequeue: meta file without data files; the queue is rebuilt", "dir", q.dir)
+			q.repaired.Store(true)
+		}
+		return nil
 	}
 	keep := len(files)
 	for i := 1; i < len(files); i++ {
 		if files[i].start != files[i-1].start+q.perFile {
 			q.log.Warn("consumequeue: gap before data file; dropping it and the files after it", "file", files[i].path)
-			q.repaired = true
+			q.repaired.Store(true)
 			keep = i
 			break
 		}
@@ -181,7 +194,7 @@ func (q *Queue) recover() error {
 		}
 	}
 	if len(drop) > 0 {
-		q.repaired = true
+		q.repaired.Store(true)
 	}
 	for _, f := range drop {
 		q.log.Warn("consumequeue: removing data file after the recovered end", "file", f.path)
@@ -215,7 +228,59 @@ func (q *Queue) recover() error {
 	q.snap.Store(&snapshot{segs: segs})
 	q.min.Store(begin)
 	q.max.Store(end)
-	return nil
+	q.scanned = files[scanFrom].start
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.checkBackLocked()
+}
+
+// checkBackLocked checks, entry by entry, the files the next Open will
+// scan and this one trusted: Open scans the newest scanFiles files, so
+// once recovery or TruncateAfterPhys dropped files, the next Open's window
+// reaches back into older ones. A damaged entry there would pass this
+// Open (and fail every read of it) and be dropped by the next, with the
+// entries after it, which re-dispatch then rebuilds: consecutive Opens
+// would disagree. So it is dropped now, as the next Open would, and the
+// queue is marked repaired. Each drop moves the window back again; the
+// loop ends when the window holds only checked files.
+func (q *Queue) checkBackLocked() error {
+	for {
+		segs := q.snap.Load().segs
+		if len(segs) == 0 {
+			return nil
+		}
+		i := max(0, len(segs)-scanFiles)
+		if segs[i].start >= q.scanned {
+			return nil
+		}
+		var prevEnd int64
+		realSeen := i > 0
+		if i > 0 {
+			if e, ok := decodeEntry(segs[i-1].b[q.fileSize-EntrySize:]); ok && !isFiller(e) {
+				prevEnd = e.End()
+			}
+		}
+		bad := int64(-1)
+		for j := i; j < len(segs) && segs[j].start < q.scanned; j++ {
+			if n := q.scan(segs[j], j == 0, &realSeen, &prevEnd); n < q.perFile {
+				if segs[j].start+n < q.max.Load() { // not the queue's end
+					bad = segs[j].start + n
+				}
+				break
+			}
+		}
+		q.scanned = segs[i].start
+		if bad < 0 {
+			return nil
+		}
+		path, off := q.Locate(bad)
+		q.log.Warn("consumequeue: invalid entry in a file the next open scans; dropping it and everything after it (re-dispatch rebuilds them)",
+			"file", path, "offset", off)
+		q.repaired.Store(true)
+		if err := q.truncateToLocked(segs, bad); err != nil {
+			return err
+		}
+	}
 }
 
 // openSegment opens and maps a data file, first bringing a file of the
@@ -246,7 +311,7 @@ func (q *Queue) openSegment(df dataFile) (*segment, error) {
 		return fail(err)
 	}
 	if size != int64(q.fileSize) {
-		q.repaired = true // the cut entries are gone
+		q.repaired.Store(true) // the cut entries are gone
 	}
 	m, err := f.Map(q.fileSize)
 	if err != nil {
@@ -305,7 +370,7 @@ func (q *Queue) zeroTail(s *segment, slot int64) error {
 	}
 	q.log.Warn("consumequeue: invalid entry; dropping it and everything after it (re-dispatch rebuilds them)",
 		"file", s.path, "offset", lo, "valid_entries_after", valid)
-	q.repaired = true
+	q.repaired.Store(true)
 	clear(s.b[lo:hi])
 	if err := s.m.Sync(lo, hi-lo); err != nil {
 		return fmt.Errorf("mqlite/consumequeue: sync %s: %w", s.path, errs.Disk(err))

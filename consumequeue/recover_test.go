@@ -3,6 +3,7 @@ package consumequeue
 import (
 	"bytes"
 	"errors"
+	"hash/crc32"
 	"os"
 	"path/filepath"
 	"testing"
@@ -168,8 +169,15 @@ func TestDamagedTrustedFile(t *testing.T) {
 		wantErr(t, err, ErrCorrupt)
 		equal(t, "entries before the damage", n, 4)
 		equal(t, "entry 18", buf[3], entryFor(18))
-		// A re-dispatch of the damaged slot reports it.
-		wantErr(t, q.Append(19, entryFor(19)), ErrCorrupt)
+		// A re-dispatch of the damaged slot rewrites it with its entry.
+		if err := q.Append(19, entryFor(19)); err != nil {
+			t.Fatal(err)
+		}
+		got, err := q.Get(19)
+		if err != nil {
+			t.Fatal(err)
+		}
+		equal(t, "entry 19 rewritten", got, entryFor(19))
 	})
 }
 
@@ -187,18 +195,25 @@ func TestMetaChecks(t *testing.T) {
 		_, err := Open(Options{FS: e.fs, Dir: e.dir, EntriesPerFile: 32})
 		wantErr(t, err, ErrIncompatible, ErrInvalidArgument)
 
-		// Another version (even with a valid CRC).
+		// Another version, with a valid CRC.
 		bad := append([]byte(nil), good...)
 		le.PutUint32(bad[4:], 2)
+		le.PutUint32(bad[12:], crc32.Checksum(bad[:12], castagnoli))
 		writeFile(t, e.fs, meta, bad)
+		_, err = Open(e.opts())
+		wantErr(t, err, ErrIncompatible, ErrInvalidArgument)
+		// Another version of another length (whose CRC cannot be checked).
+		writeFile(t, e.fs, meta, append(bad[:8:8], make([]byte, 16)...))
 		_, err = Open(e.opts())
 		wantErr(t, err, ErrIncompatible, ErrInvalidArgument)
 
 		for name, b := range map[string][]byte{
-			"bad CRC":   append(append([]byte(nil), good[:15]...), good[15]^1),
-			"bad magic": append([]byte("XXXX"), good[4:]...),
-			"short":     good[:10],
-			"empty":     nil,
+			"bad CRC": append(append([]byte(nil), good[:15]...), good[15]^1),
+			// A damaged version byte is damage, not another version.
+			"flipped version": append(append(append([]byte(nil), good[:5]...), good[5]^4), good[6:]...),
+			"bad magic":       append([]byte("XXXX"), good[4:]...),
+			"short":           good[:10],
+			"empty":           nil,
 		} {
 			writeFile(t, e.fs, meta, b)
 			_, err = Open(e.opts())

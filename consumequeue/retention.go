@@ -35,15 +35,33 @@ func (q *Queue) TruncateAfterPhys(end int64) error {
 	if len(segs) == 0 {
 		return nil
 	}
-	first, oldMax := segs[0].start, q.max.Load()
-	newMax := q.keptAfterPhys(segs, end)
-	if newMax == oldMax {
+	newMax, damaged := q.keptAfterPhys(segs, end)
+	if newMax == q.max.Load() {
 		return nil
 	}
 	if q.readOnly {
 		q.lowerMaxLocked(segs, newMax, nil)
 		return nil
 	}
+	if damaged {
+		// A damaged entry went with the cut one: its record may lie below
+		// end, so the queue needs re-dispatch from where it now ends.
+		q.repaired.Store(true)
+	}
+	if err := q.truncateToLocked(segs, newMax); err != nil {
+		return err
+	}
+	// Fewer files: the next Open's window reaches back into files this
+	// one trusted.
+	return q.checkBackLocked()
+}
+
+// truncateToLocked drops the entries from newMax (< MaxOffset) on: it
+// zeroes and syncs their slots in the file holding newMax, and removes
+// the files after it (and that file too if it is left empty and is not
+// the first).
+func (q *Queue) truncateToLocked(segs []*segment, newMax int64) error {
+	first, oldMax := segs[0].start, q.max.Load()
 	k := int((newMax - first) / q.perFile) // < len(segs): newMax < oldMax
 	s := segs[k]
 	lo := int(newMax-s.start) * EntrySize
@@ -74,17 +92,18 @@ func (q *Queue) TruncateAfterPhys(end int64) error {
 }
 
 // keptAfterPhys is the end (MaxOffset) a truncation after CommitLog
-// offset end leaves: entries whose End is past end go.
-func (q *Queue) keptAfterPhys(segs []*segment, end int64) int64 {
-	first, newMax := segs[0].start, q.max.Load()
-	for newMax > first {
+// offset end leaves: entries whose End is past end go, and damaged ones
+// met on the way (damaged says there was one).
+func (q *Queue) keptAfterPhys(segs []*segment, end int64) (newMax int64, damaged bool) {
+	first := segs[0].start
+	for newMax = q.max.Load(); newMax > first; newMax-- {
 		e, ok := decodeEntry(q.slot(segs, newMax-1))
 		if ok && (isFiller(e) || e.End() <= end) {
 			break
 		}
-		newMax--
+		damaged = damaged || !ok
 	}
-	return newMax
+	return newMax, damaged
 }
 
 // lowerMaxLocked moves MaxOffset back to newMax (and MinOffset with it if
@@ -149,9 +168,9 @@ func (q *Queue) DeleteBelowPhys(minPhys int64) (int, error) {
 	// snapshot also sees the new min.
 	cur, end := q.min.Load(), q.max.Load()
 	lo, hi := max(cur, segs[del].start), end
-	for lo < hi { // first real entry with Offset >= minPhys
+	for lo < hi { // first entry kept (keptBelow)
 		mid := lo + (hi-lo)/2
-		if e, ok := decodeEntry(q.slot(segs, mid)); ok && !isFiller(e) && e.Offset >= minPhys {
+		if q.keptBelow(segs, mid, hi, minPhys) {
 			hi = mid
 		} else {
 			lo = mid + 1
@@ -175,6 +194,23 @@ func (q *Queue) DeleteBelowPhys(minPhys int64) (int, error) {
 		q.retireLocked(segs[:n:n], append([]*segment(nil), segs[n:]...))
 	}
 	return n, err
+}
+
+// keptBelow reports whether retention at minPhys keeps the entry at
+// logical (< end): a real entry with Offset >= minPhys. A damaged entry
+// goes as the next valid one after it, before end, does, and stays if
+// there is none: so the search over [MinOffset, end) has one answer
+// whatever entries it probes (it depended on end, which recovery moves,
+// and a damaged entry probed took every entry before it out of the
+// queue). Fillers go.
+func (q *Queue) keptBelow(segs []*segment, logical, end, minPhys int64) bool {
+	for ; logical < end; logical++ {
+		e, ok := decodeEntry(q.slot(segs, logical))
+		if ok {
+			return !isFiller(e) && e.Offset >= minPhys
+		}
+	}
+	return true
 }
 
 // writableLocked reports why the queue refuses maintenance writes, if it does.

@@ -115,9 +115,10 @@
 // Open does, for the files in name order:
 //
 //  1. Ignore names that are not 20 digits.
-//  2. Check the header: length at least 64, magic, version (a version other
-//     than 1 fails Open with ErrVersion: a newer mqlite's files are not
-//     ours to delete), CRC, then fields: counts within limits, file length
+//  2. Check the header: length at least 64, magic, CRC, version (a header
+//     whose CRC holds with a version other than 1 fails Open with
+//     ErrVersion: a newer mqlite's files are not ours to delete; a damaged
+//     version field fails the CRC and is damage), then fields: counts within limits, file length
 //     = 64 + 4*slots + 24*entries, indexCount <= entries+1, flushedCount <=
 //     indexCount, begin offset = file name, begin <= end for offsets and
 //     times, and the file begins at or after the previous file's end.

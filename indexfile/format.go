@@ -145,10 +145,12 @@ func (h *header) encode(b []byte) {
 // than FormatVersion.
 const reasonVersion = "unsupported format version"
 
-// decodeHeader checks magic, version and CRC, in that order (the version
-// comes before the CRC because another version may place its CRC
-// elsewhere), and decodes the fields. A non-empty reason means the header is
-// unusable.
+// decodeHeader checks magic, CRC and version, in that order, and decodes
+// the fields. A non-empty reason means the header is unusable. The CRC
+// comes before the version: a damaged version field is damage (a
+// *CorruptError for the caller), and only a header whose checksum holds
+// names another format version (reasonVersion). The header's size and the
+// CRC's place are frozen for every version, so that this holds.
 func decodeHeader(b []byte) (h header, reason string) {
 	le := binary.LittleEndian
 	if len(b) < HeaderSize {
@@ -158,11 +160,11 @@ func decodeHeader(b []byte) (h header, reason string) {
 		return h, "bad magic"
 	}
 	h.version = le.Uint16(b[hVersion:])
-	if h.version != FormatVersion {
-		return h, reasonVersion
-	}
 	if crc32.Checksum(b[:hCRC], castagnoli) != le.Uint32(b[hCRC:]) {
 		return h, "header checksum mismatch"
+	}
+	if h.version != FormatVersion {
+		return h, reasonVersion
 	}
 	h.flags = le.Uint16(b[hFlags:])
 	h.slots = le.Uint32(b[hSlots:])

@@ -151,6 +151,7 @@ func TestVersionRejected(t *testing.T) {
 			path := "/i/" + fileName(0)
 			b := readRaw(t, fsys, path)
 			binary.LittleEndian.PutUint16(b[hVersion:], v)
+			fixHeaderCRC(b)
 			writeRaw(t, fsys, path, b)
 			_, err := Open(o)
 			if !errors.Is(err, ErrVersion) || errors.Is(err, ErrCorrupt) || !errors.Is(err, ErrInvalidArgument) {
@@ -160,6 +161,30 @@ func TestVersionRejected(t *testing.T) {
 				t.Fatal("a file of another version was deleted")
 			}
 		})
+	}
+}
+
+// TestFlippedVersionIsDamage: a damaged byte in the version field fails
+// the header's CRC, which is checked first: the file is damaged, not of
+// another version, and is deleted like any damaged file.
+func TestFlippedVersionIsDamage(t *testing.T) {
+	b := validFile(t, 20, false)
+	b[hVersion] ^= 2
+	if _, reason := decodeHeader(b); reason != "header checksum mismatch" {
+		t.Fatalf("decodeHeader: %q, want the checksum mismatch", reason)
+	}
+	fsys := vfs.NewMem()
+	o := tinyOpts(fsys, "/i")
+	fsys.MkdirAll("/i", 0o755)
+	path := "/i/" + fileName(0)
+	writeRaw(t, fsys, path, b)
+	x, err := Open(o)
+	if err != nil {
+		t.Fatalf("Open: %v, want the damaged file deleted", err)
+	}
+	defer x.Close()
+	if vfs.Exists(fsys, path) {
+		t.Fatal("the damaged file was kept")
 	}
 }
 

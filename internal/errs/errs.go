@@ -40,6 +40,10 @@ var (
 	ErrGroupNotFound = errors.New("mqlite: consumer group not found")
 	// ErrReadOnly: a write to a store (or file) opened read-only.
 	ErrReadOnly = errors.New("mqlite: opened read-only")
+	// ErrOffsetOutOfRange: a read from a queue offset past the next one
+	// the queue will assign (Kafka's OffsetOutOfRange, RocketMQ's
+	// OFFSET_OVERFLOW_BADLY).
+	ErrOffsetOutOfRange = errors.New("mqlite: offset out of range")
 )
 
 // CorruptError locates damaged data. It matches ErrCorrupt.

@@ -2,15 +2,12 @@ package mqlite
 
 import (
 	"log/slog"
-	"path"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/mqlite/mqlite/clock"
-	"github.com/mqlite/mqlite/internal/vfs"
-	"github.com/mqlite/mqlite/topic"
 )
 
 func TestBackoffDoublesToTheCapAndResets(t *testing.T) {
@@ -42,17 +39,12 @@ func (c armClock) NewTimer(d time.Duration) clock.Timer {
 }
 
 // TestDamagedScheduleQueueRetriesLessOften: a delivery that keeps failing
-// (the schedule queue of delay level 18 holds the timer queue's file, as
-// in TestDamagedScheduleQueueDeliversNothingEarly) is retried after 100 ms,
+// (the schedule queue of delay level 18 holds a copy of the timer queue's
+// file, as in TestDamagedScheduleQueueDeliversNothingEarly) is retried after 100 ms,
 // then twice as long each time up to 10 s, each retry logged with its delay:
 // a persistent fault warns a few times a minute, not ten times a second.
 func TestDamagedScheduleQueueRetriesLessOften(t *testing.T) {
-	g := golden(t)
-	fs := vfs.NewMem()
-	require.NoError(t, g.copyTo(fs, fzDir))
-	sched := path.Join(fzDir, "consumequeue", ScheduleTopic, "17", "00000000000000000000")
-	require.NoError(t, mutation{kind: mutRename, file: path.Join(fzDir, "consumequeue", topic.Timer, "0", "00000000000000000000"),
-		target: sched}.apply(fs, fzDir))
+	fs, _ := damagedScheduleQueue(t)
 	o := fzOptions()
 	clk := armClock{o.Clock.(*clock.Fake), make(chan time.Duration, 4096)}
 	o.Clock = clk

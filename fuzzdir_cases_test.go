@@ -209,14 +209,7 @@ func TestOpenCorruptedDirCases(t *testing.T) {
 // deliver that message (early, and as a delayed one): it reports the
 // damaged entry and retries, delivering nothing.
 func TestDamagedScheduleQueueDeliversNothingEarly(t *testing.T) {
-	g := golden(t)
-	fs := vfs.NewMem()
-	require.NoError(t, g.copyTo(fs, fzDir))
-	sched := path.Join(fzDir, "consumequeue", ScheduleTopic, "17", "00000000000000000000")
-	// A copy: a queue left with no data file would be rebuilt from the
-	// whole CommitLog at Open, which would refuse the schedule queue.
-	require.NoError(t, mutation{kind: mutDuplicate, file: path.Join(fzDir, "consumequeue", topic.Timer, "0", "00000000000000000000"),
-		target: sched}.apply(fs, fzDir))
+	fs, sched := damagedScheduleQueue(t)
 	o := fzOptions()
 	clk := o.Clock.(*clock.Fake)
 	failed := make(chan string, 16)
@@ -263,6 +256,21 @@ func TestDamagedScheduleQueueDeliversNothingEarly(t *testing.T) {
 	if len(got) == 1 {
 		require.Equal(t, "timed", got[0], "only the timer's own message may arrive")
 	}
+}
+
+// damagedScheduleQueue is the golden store with the timer queue's file
+// copied in the place of delay level 18's (sched). A copy: a queue left
+// with no data file would be rebuilt from the whole CommitLog at Open,
+// which would refuse the schedule queue.
+func damagedScheduleQueue(t *testing.T) (fs *vfs.MemFS, sched string) {
+	t.Helper()
+	g := golden(t)
+	fs = vfs.NewMem()
+	require.NoError(t, g.copyTo(fs, fzDir))
+	sched = path.Join(fzDir, "consumequeue", ScheduleTopic, "17", "00000000000000000000")
+	require.NoError(t, mutation{kind: mutDuplicate, file: path.Join(fzDir, "consumequeue", topic.Timer, "0", "00000000000000000000"),
+		target: sched}.apply(fs, fzDir))
+	return fs, sched
 }
 
 // logFunc is a slog.Handler calling a function for each record.

@@ -195,7 +195,9 @@ func (s *Store) removedByRetention(off int64, err error) bool {
 // not visible yet. A from past the next offset the queue will assign
 // fails at once with ErrOffsetOutOfRange (a read-only Store, which cannot
 // know the writer's next offset, waits instead); one below the queue's
-// MinOffset, negative ones included, with ErrNotFound.
+// MinOffset, negative ones included, with ErrNotFound. A record that
+// cannot be read (ErrCorrupt, naming its file and offset) ends the call:
+// the messages before it are returned with the error.
 func (s *Store) ReadQueue(ctx context.Context, topic string, queue int, from int64, max int) ([]*MessageExt, error) {
 	if max <= 0 {
 		return nil, fmt.Errorf("mqlite: max %d: %w", max, errs.ErrInvalidArgument)

@@ -35,6 +35,16 @@ func settle(l *Log) {
 	l.allocReady <- p
 }
 
+// waitReleased waits until every segment DeleteBefore retired is unmapped
+// and its file removed or made a spare (or, after DropSpare, removed).
+func waitReleased(l *Log) {
+	l.ret.Lock()
+	defer l.ret.Unlock()
+	for len(l.ret.retired) > 0 || l.ret.releasing > 0 {
+		l.ret.done.Wait()
+	}
+}
+
 // staleTail reports whether the write segment holds non-zero bytes past
 // the write position: the old records of a recycled segment.
 func staleTail(l *Log) bool {
@@ -305,6 +315,9 @@ func TestSpareRemoval(t *testing.T) {
 		if drop {
 			l.DropSpare()
 		}
+		// A background reader (the flusher) may still pin the dropped
+		// segment: its file goes when the reader leaves.
+		waitReleased(l)
 		require.False(t, exists(t, fs, segs[0].Path+spareSuffix))
 		rollTimes(t, l, &next, 2)
 		require.False(t, staleTail(l))

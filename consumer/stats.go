@@ -58,7 +58,8 @@ type QueueStats struct {
 	// works. The queue does not move past a record it cannot read: an
 	// ErrCorrupt names the damaged file and offset, and fetching retries
 	// every second until the record reads again or the consumer seeks
-	// past it (pull: Seek; the store's Verify lists what is damaged).
+	// past it (pull: Seek; the store's Verify lists what is damaged), or,
+	// with Options.SkipDamaged, steps over it at once.
 	FetchError error
 }
 

@@ -128,6 +128,12 @@
 //     only move forward, across restarts and crashes too. A recycled
 //     segment's old records are never read as records (each stores its own
 //     offset), and no segment a read-only Store has mapped is recycled.
+//   - Damage found while running is never delivered: a read of a record
+//     that fails its checksum returns ErrCorrupt (ReadQueue: with the
+//     messages before it), and a consumer waits at it, showing the error
+//     in QueueStats.FetchError, until a Seek moves it past (or, with
+//     ConsumerOptions.SkipDamaged, steps over it and counts it). A record
+//     damaged before dispatch stops the dispatcher and fences the store.
 //   - A read-only Store never changes a byte of the directory, and the
 //     process that owns it is not disturbed.
 //   - An open store holds one file descriptor (the lock); a failed Open

@@ -138,3 +138,52 @@ func TestIndexesAheadAreCut(t *testing.T) {
 		})
 	}
 }
+
+// TestLostQueueDirectoryIsRebuilt: a queue's directory removed under a
+// group that committed on it. Open sees the queue end below the commit and
+// re-dispatches the whole CommitLog: the queue holds its messages again,
+// the commit stands, and the next put takes the next offset, not 0.
+func TestLostQueueDirectoryIsRebuilt(t *testing.T) {
+	fs := vfs.NewMem()
+	o := plOptions(clock.NewFake(t0), 8<<10)
+	s, err := openFS(fs, plDir, o)
+	require.NoError(t, err)
+	require.NoError(t, s.CreateTopic("t", TopicConfig{Queues: 2}))
+	ctx := context.Background()
+	for i := range 20 {
+		_, err := s.Put(ctx, &Message{Topic: "t", Body: []byte(fmt.Sprintf("m%d", i))}, i%2)
+		require.NoError(t, err)
+	}
+	require.NoError(t, s.WaitVisible(ctx))
+	pc, err := s.NewPullConsumer("g", ConsumerOptions{ConsumeFromWhere: ConsumeFromFirstOffset})
+	require.NoError(t, err)
+	require.NoError(t, pc.Assign("t", nil, 0))
+	for got := 0; got < 5; {
+		ms, err := pc.Poll(ctx, 5-got)
+		require.NoError(t, err)
+		got += len(ms)
+	}
+	require.NoError(t, pc.CommitOffset("t", 0, 5))
+	require.NoError(t, s.Close())
+	require.NoError(t, fs.RemoveAll(plDir+"/consumequeue/t/0"))
+
+	s2, err := openFS(fs, plDir, plOptions(clock.NewFake(t0.Add(time.Minute)), 8<<10))
+	require.NoError(t, err)
+	defer s2.Close()
+	mo, err := s2.MaxOffset("t", 0)
+	require.NoError(t, err)
+	require.EqualValues(t, 10, mo, "the queue was rebuilt")
+	offs, err := s2.consumers.Offsets("g")
+	require.NoError(t, err)
+	found := false
+	for _, o := range offs {
+		if o.Topic == "t" && o.ID == 0 {
+			require.EqualValues(t, 5, o.Offset, "the commit stands")
+			found = true
+		}
+	}
+	require.True(t, found)
+	r, err := s2.Put(ctx, &Message{Topic: "t", Body: []byte("next")}, 0)
+	require.NoError(t, err)
+	require.EqualValues(t, 10, r.QueueOffset)
+}

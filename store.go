@@ -301,6 +301,15 @@ func (s *Store) openIndexes(cp checkpoint, cpOK bool) error {
 	err = s.disp.catchUp(end)
 	redo := false
 	switch {
+	case err == nil && start > s.log.MinOffset():
+		// A queue that holds fewer entries than a group committed on it
+		// lost some below the checkpoint (its directory or a file gone):
+		// rebuild everything, or its next puts would take queue offsets
+		// its records already have and the commit would be cut to its end.
+		if q, ok := s.queueBehindCommits(cq); ok {
+			s.opts.Logger.Warn("mqlite: a ConsumeQueue holds less than was committed on it; re-dispatching the whole CommitLog", "queue", q)
+			redo = true
+		}
 	case errors.Is(err, consumequeue.ErrConflict):
 		// A queue lost entries below the checkpoint (damaged file): rebuild
 		// everything; re-dispatch is idempotent. A conflict again means a
@@ -340,6 +349,31 @@ func (s *Store) openIndexes(cp checkpoint, cpOK bool) error {
 	s.dispRunning = true
 	go s.disp.loop()
 	return nil
+}
+
+// queueBehindCommits names a queue whose end lies below an offset a
+// consumer group committed on it, if there is one. An unreadable offsets
+// file is left to the consumers' Open, which reports it.
+func (s *Store) queueBehindCommits(cq *consumequeue.Store) (string, bool) {
+	committed, err := consumer.CommittedOffsets(consumer.ManagerOptions{FS: s.fs, Dir: s.path(configDir)})
+	if err != nil {
+		return "", false
+	}
+	for q, off := range committed {
+		if _, err := s.topics.Get(q.Topic); err != nil {
+			continue // a deleted topic: its offsets are kept as they are
+		}
+		maxOff := int64(0) // a queue with no directory
+		if qq, err := cq.Queue(q.Topic, q.ID, false); err == nil {
+			maxOff = qq.MaxOffset()
+		} else if !errors.Is(err, errs.ErrNotFound) {
+			return "", false
+		}
+		if off > maxOff {
+			return q.String(), true
+		}
+	}
+	return "", false
 }
 
 // lowerDispatched moves the checkpoint's dispatched offset back to from,

@@ -101,28 +101,60 @@ func (mg *Manager) load() error {
 		}
 		mg.lastGroups, _ = encodeFile(GroupsMagic, gb)
 	}
-	var ob offsetsBody
-	found, err = readConfig(mg.o.FS, mg.o.Dir, OffsetsFile, OffsetsMagic, &ob)
+	recs, found, err := loadOffsetsFile(mg.o)
 	if err != nil {
-		return fmt.Errorf("mqlite/consumer: load offsets: %w", err)
+		return err
 	}
 	if found {
-		seen := make(map[offsetKey]bool, len(ob.Offsets))
-		for i, r := range ob.Offsets {
-			err := r.check()
-			if k := r.key(); err == nil && seen[k] {
-				err = errors.New("a second offset for the same group, instance and queue")
-			} else {
-				seen[k] = true
-			}
-			if err != nil {
-				return fmt.Errorf("mqlite/consumer: load offsets: %w", corruptAt(mg.o, OffsetsFile, "record %d: %+v is invalid: %v", i, r, err))
-			}
-		}
-		mg.offsets.load(ob.Offsets)
+		mg.offsets.load(recs)
 		mg.lastOffsets, _ = encodeFile(OffsetsMagic, offsetsBody{Offsets: mg.offsets.snapshot("")})
 	}
 	return nil
+}
+
+// loadOffsetsFile reads and checks OffsetsFile; found is false when there is
+// none.
+func loadOffsetsFile(o ManagerOptions) (recs []offsetRecord, found bool, err error) {
+	var ob offsetsBody
+	found, err = readConfig(o.FS, o.Dir, OffsetsFile, OffsetsMagic, &ob)
+	if err != nil || !found {
+		if err != nil {
+			err = fmt.Errorf("mqlite/consumer: load offsets: %w", err)
+		}
+		return nil, false, err
+	}
+	seen := make(map[offsetKey]bool, len(ob.Offsets))
+	for i, r := range ob.Offsets {
+		err := r.check()
+		if k := r.key(); err == nil && seen[k] {
+			err = errors.New("a second offset for the same group, instance and queue")
+		} else {
+			seen[k] = true
+		}
+		if err != nil {
+			return nil, false, fmt.Errorf("mqlite/consumer: load offsets: %w", corruptAt(o, OffsetsFile, "record %d: %+v is invalid: %v", i, r, err))
+		}
+	}
+	return ob.Offsets, true, nil
+}
+
+// CommittedOffsets reads OffsetsFile from o.FS and o.Dir, as NewManager
+// does, and returns per queue the highest offset any group (or
+// broadcasting member) committed; an empty map when there is none. A
+// store calls it at Open, before its queues take puts: a queue holding
+// fewer entries than were committed on it lost entries, which a
+// re-dispatch of the whole CommitLog rebuilds.
+func CommittedOffsets(o ManagerOptions) (map[Queue]int64, error) {
+	recs, _, err := loadOffsetsFile(o)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[Queue]int64)
+	for _, r := range recs {
+		q := Queue{r.Topic, r.Queue}
+		out[q] = max(out[q], r.Offset)
+	}
+	return out, nil
 }
 
 // loop persists offsets and rebalances on the clock until Close.

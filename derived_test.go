@@ -158,12 +158,7 @@ func TestLostQueueDirectoryIsRebuilt(t *testing.T) {
 	pc, err := s.NewPullConsumer("g", ConsumerOptions{ConsumeFromWhere: ConsumeFromFirstOffset})
 	require.NoError(t, err)
 	require.NoError(t, pc.Assign("t", nil, 0))
-	for got := 0; got < 5; {
-		ms, err := pc.Poll(ctx, 5-got)
-		require.NoError(t, err)
-		got += len(ms)
-	}
-	require.NoError(t, pc.CommitOffset("t", 0, 5))
+	pollCommit(t, pc, "t", 5)
 	require.NoError(t, s.Close())
 	require.NoError(t, fs.RemoveAll(plDir+"/consumequeue/t/0"))
 
@@ -186,4 +181,16 @@ func TestLostQueueDirectoryIsRebuilt(t *testing.T) {
 	r, err := s2.Put(ctx, &Message{Topic: "t", Body: []byte("next")}, 0)
 	require.NoError(t, err)
 	require.EqualValues(t, 10, r.QueueOffset)
+}
+
+// pollCommit polls the first n messages of pc's queue 0 of topic (which
+// holds them) and commits after them.
+func pollCommit(t *testing.T, pc *PullConsumer, topic string, n int) {
+	t.Helper()
+	for got := 0; got < n; {
+		ms, err := pc.Poll(context.Background(), n-got)
+		require.NoError(t, err)
+		got += len(ms)
+	}
+	require.NoError(t, pc.CommitOffset(topic, 0, int64(n)))
 }

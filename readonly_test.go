@@ -96,12 +96,7 @@ func roFixture(t *testing.T, s *Store) []PutResult {
 	pc, err := s.NewPullConsumer("billing", ConsumerOptions{ConsumeFromWhere: ConsumeFromFirstOffset})
 	require.NoError(t, err)
 	require.NoError(t, pc.Assign("orders", nil, 0))
-	for got := 0; got < 5; {
-		ms, err := pc.Poll(ctx, 5-got)
-		require.NoError(t, err)
-		got += len(ms)
-	}
-	require.NoError(t, pc.CommitOffset("orders", 0, 5))
+	pollCommit(t, pc, "orders", 5)
 	require.NoError(t, pc.Close())
 	return res
 }

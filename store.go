@@ -353,15 +353,17 @@ func (s *Store) openIndexes(cp checkpoint, cpOK bool) error {
 
 // queueBehindCommits names a queue whose end lies below an offset a
 // consumer group committed on it, if there is one. An unreadable offsets
-// file is left to the consumers' Open, which reports it.
+// file is left to the consumers' Open, which reports it. After the full
+// re-dispatch this triggers, ClampOffsets lowers what is still past a
+// queue's end (records a crash lost), so the next Open does not repeat it.
 func (s *Store) queueBehindCommits(cq *consumequeue.Store) (string, bool) {
 	committed, err := consumer.CommittedOffsets(consumer.ManagerOptions{FS: s.fs, Dir: s.path(configDir)})
 	if err != nil {
 		return "", false
 	}
 	for q, off := range committed {
-		if _, err := s.topics.Get(q.Topic); err != nil {
-			continue // a deleted topic: its offsets are kept as they are
+		if cfg, err := s.topics.Get(q.Topic); err != nil || q.ID >= cfg.Queues {
+			continue // a deleted topic or queue: its offsets are kept as they are (ClampOffsets)
 		}
 		maxOff := int64(0) // a queue with no directory
 		if qq, err := cq.Queue(q.Topic, q.ID, false); err == nil {

@@ -107,7 +107,7 @@ func newTimers(s *Store) (*timers, error) {
 	}
 	for _, n := range names {
 		b, err := strconv.ParseInt(n, 10, 64)
-		if err != nil || b%bucketSecs != 0 {
+		if err != nil || b < 0 || b%bucketSecs != 0 || filepath.Base(t.bucketPath(b)) != n { // only the names bucketPath makes
 			s.opts.Logger.Warn("mqlite: ignoring unexpected file", "path", filepath.Join(t.dir, n))
 			continue
 		}

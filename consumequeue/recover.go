@@ -158,13 +158,7 @@ func (q *Queue) recover(hadMeta bool) error {
 		}
 		segs = append(segs, s)
 	}
-	var prevEnd int64 // End() of the last real entry seen
-	realSeen := scanFrom > 0
-	if scanFrom > 0 {
-		if e, ok := decodeEntry(segs[scanFrom-1].b[q.fileSize-EntrySize:]); ok && !isFiller(e) {
-			prevEnd = e.End()
-		}
-	}
+	realSeen, prevEnd := q.scanStart(segs, scanFrom)
 	stop, stopSlot := -1, int64(0)
 	for i := scanFrom; i < keep; i++ {
 		s, err := q.openSegment(files[i])
@@ -253,13 +247,7 @@ func (q *Queue) checkBackLocked() error {
 		if segs[i].start >= q.scanned {
 			return nil
 		}
-		var prevEnd int64
-		realSeen := i > 0
-		if i > 0 {
-			if e, ok := decodeEntry(segs[i-1].b[q.fileSize-EntrySize:]); ok && !isFiller(e) {
-				prevEnd = e.End()
-			}
-		}
+		realSeen, prevEnd := q.scanStart(segs, i)
 		bad := int64(-1)
 		for j := i; j < len(segs) && segs[j].start < q.scanned; j++ {
 			if n := q.scan(segs[j], j == 0, &realSeen, &prevEnd); n < q.perFile {
@@ -281,6 +269,19 @@ func (q *Queue) checkBackLocked() error {
 			return err
 		}
 	}
+}
+
+// scanStart is the state scan starts from at file i of segs, whose
+// earlier files are trusted: whether a real entry came before, and the
+// End() of the last one (from the previous file's last slot).
+func (q *Queue) scanStart(segs []*segment, i int) (realSeen bool, prevEnd int64) {
+	if i == 0 {
+		return false, 0
+	}
+	if e, ok := decodeEntry(segs[i-1].b[q.fileSize-EntrySize:]); ok && !isFiller(e) {
+		prevEnd = e.End()
+	}
+	return true, prevEnd
 }
 
 // openSegment opens and maps a data file, first bringing a file of the

@@ -71,7 +71,7 @@ type pq struct {
 		delivered  int64 // pull: everything below was returned by Poll or filtered out
 		pullCancel context.CancelFunc
 
-		fetchErr error // the last Pull failure, until a Pull succeeds (QueueStats.FetchError)
+		fetchErr error // the last Pull failure, until a Pull delivers or a Seek (QueueStats.FetchError)
 	}
 }
 
@@ -332,29 +332,32 @@ func (p *pq) fetch(ctx context.Context) {
 		if err == nil && len(msgs) == 0 && next <= from {
 			err = errors.New("store returned no message and no progress")
 		}
-		p.setFetchErr(err, interrupted)
 		switch {
 		case err == nil:
 			p.deliver(gen, msgs, max(next, lastOffset(msgs)+1))
 		case interrupted: // by Seek
-		case len(msgs) > 0 && !errors.Is(err, ErrClosed):
+		case errors.Is(err, ErrClosed):
+			m.log.Warn("mqlite/consumer: store closed; fetching stopped", "queue", p.q.String())
+			return
+		case len(msgs) > 0:
 			// The messages before the entry that failed (a damaged record)
 			// are good: deliver them; the next Pull starts at that entry and
 			// fails there, with nothing else to lose.
 			p.deliver(gen, msgs, max(next, lastOffset(msgs)+1))
-		case errors.Is(err, ErrClosed):
-			m.log.Warn("mqlite/consumer: store closed; fetching stopped", "queue", p.q.String())
-			return
+			p.setFetchErr(err)
 		case errors.Is(err, ErrNotFound):
+			p.setFetchErr(err)
 			if !p.skipToMin(gen, from) && !p.backoff(ctx) {
 				return
 			}
 		case errors.Is(err, ErrCorrupt) && m.o.SkipDamaged && next >= from:
+			p.setFetchErr(err)
 			m.log.Warn("mqlite/consumer: skipping a damaged message", "queue", p.q.String(), "offset", next, "err", err)
 			if p.skipTo(gen, from, next+1) {
 				m.stats.skippedDamaged.Add(1)
 			}
 		default:
+			p.setFetchErr(err)
 			m.log.Warn("mqlite/consumer: pull failed", "queue", p.q.String(), "offset", from, "err", err)
 			if !p.backoff(ctx) {
 				return
@@ -363,15 +366,10 @@ func (p *pq) fetch(ctx context.Context) {
 	}
 }
 
-// setFetchErr records the outcome of a Pull for QueueStats: a failure
-// stays shown until a Pull succeeds.
-func (p *pq) setFetchErr(err error, interrupted bool) {
-	if interrupted || errors.Is(err, ErrClosed) {
-		return
-	}
-	if err != nil {
-		p.m.stats.fetchErrors.Add(1)
-	}
+// setFetchErr records a failed Pull for QueueStats: it stays shown until
+// a Pull delivers (deliver clears it) or a Seek.
+func (p *pq) setFetchErr(err error) {
+	p.m.stats.fetchErrors.Add(1)
 	p.mu.Lock()
 	p.mu.fetchErr = err
 	p.mu.Unlock()
@@ -468,6 +466,7 @@ func (p *pq) deliver(gen uint64, msgs []*message.MessageExt, next int64) {
 	}
 	p.mu.msgs.add(msgs)
 	p.mu.next = next
+	p.mu.fetchErr = nil
 	m.stats.fetched.Add(int64(len(msgs)))
 	tokens := 0
 	switch {

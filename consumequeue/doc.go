@@ -58,7 +58,8 @@
 // The filler entry (offset 0, size MaxInt32, tags code 0, valid CRC) fills
 // the slots before the first entry of a queue whose first logical offset is
 // not zero (a new queue, or one emptied by retention, whose next entry comes
-// after a hole), as RocketMQ does; MinOffset is then the first real entry.
+// after a hole, or one moved on by Queue.Restart), as RocketMQ does;
+// MinOffset is then the first real entry, or MaxOffset if there is none.
 // The queue restarts in the file holding that entry, so fillers only ever
 // appear at the start of the first file. Size MaxInt32 is reserved for them.
 //

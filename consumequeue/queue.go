@@ -337,33 +337,77 @@ func (q *Queue) appendLocked(logical int64, e Entry) error {
 }
 
 // holeLocked writes e at logical > max into an empty queue (min == max): the
-// queue restarts in a fresh file holding logical, whose earlier slots become
-// fillers; every old file is removed (they hold no live entry). Fillers thus
-// only ever sit at the start of the first file. Published bytes are never
-// rewritten: a reader from before the queue emptied keeps the old mapping.
+// queue restarts at logical (restartLocked) and e is its first entry.
 func (q *Queue) holeLocked(logical int64, e Entry) error {
 	if e.Offset < q.physEnd.Load() {
 		return q.backwards(logical, e)
 	}
 	q.gen.Add(1) // odd: readers wait, and retry if they read before
 	defer q.gen.Add(1)
-	if err := q.dropLocked(q.snap.Load().segs, nil); err != nil {
+	seg, err := q.restartLocked(logical)
+	if err != nil {
 		return err
+	}
+	off := int(logical-seg.start) * EntrySize
+	putEntry(seg.b[off:off+EntrySize], e)
+	seg.markDirty(off, off+EntrySize)
+	q.physEnd.Store(e.End())
+	q.max.Store(logical + 1)
+	return nil
+}
+
+// Restart moves an empty queue (MinOffset() == MaxOffset()) on to next:
+// both become next, as if entries up to it had been appended and then
+// removed by retention, and the next Append is at next. It is for an owner
+// that knows the queue handed out offsets up to next whose entries are
+// gone, files and records both (mqlite's Open uses it so that such a
+// queue's offsets never go back). The queue restarts as Append does for a
+// hole; it is durable after Flush. next == MaxOffset() changes nothing; a
+// smaller next is ErrInvalidArgument, a queue holding entries ErrConflict.
+func (q *Queue) Restart(next int64) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if err := q.appendableLocked(); err != nil {
+		return err
+	}
+	switch max := q.max.Load(); {
+	case next == max:
+		return nil
+	case next < max:
+		return fmt.Errorf("mqlite/consumequeue: restart %s at %d, below its end %d: %w", q.dir, next, max, ErrInvalidArgument)
+	case q.min.Load() != max:
+		return fmt.Errorf("mqlite/consumequeue: restart %s at %d: it holds entries [%d, %d): %w", q.dir, next, q.min.Load(), max, ErrConflict)
+	}
+	q.gen.Add(1) // odd: readers wait, and retry if they read before
+	defer q.gen.Add(1)
+	_, err := q.restartLocked(next)
+	return err
+}
+
+// restartLocked empties the queue into a fresh file holding logical, whose
+// earlier slots become fillers, and moves MinOffset and MaxOffset to
+// logical; every old file is removed (they hold no live entry). Fillers
+// thus only ever sit at the start of the first file. Published bytes are
+// never rewritten: a reader from before the queue emptied keeps the old
+// mapping. The caller holds the generation odd.
+func (q *Queue) restartLocked(logical int64) (*segment, error) {
+	if err := q.dropLocked(q.snap.Load().segs, nil); err != nil {
+		return nil, err
 	}
 	seg, err := q.createLocked(logical - logical%q.perFile)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	off := int(logical-seg.start) * EntrySize
 	for p := 0; p < off; p += EntrySize {
 		copy(seg.b[p:p+EntrySize], fillerBytes[:])
 	}
-	putEntry(seg.b[off:off+EntrySize], e)
-	seg.markDirty(0, off+EntrySize)
-	q.physEnd.Store(e.End())
+	if off > 0 {
+		seg.markDirty(0, off)
+	}
 	q.min.Store(logical)
-	q.max.Store(logical + 1)
-	return nil
+	q.max.Store(logical)
+	return seg, nil
 }
 
 func (q *Queue) backwards(logical int64, e Entry) error {

@@ -269,9 +269,9 @@ func TestConsumeQueueDamageReopenAgrees(t *testing.T) {
 		{"missing trusted file", []mutation{del(cqFile(0, 2))}, want{"none", 70, nil}},
 		// What retention leaves: the queue starts at the second file.
 		{"missing first file", []mutation{del(cqFile(0, 0))}, want{"none", 62, nil}},
-		// Not told from a queue whose last file is full (left alone): the
-		// six entries are gone, the same way every Open.
-		{"missing last file", []mutation{del(cqFile(0, 8))}, want{"none", 64, nil}},
+		// Told from a queue whose last file is full by the checkpoint's
+		// mark (queue 0 counted 70): rebuilt from the CommitLog.
+		{"missing last file", []mutation{del(cqFile(0, 8))}, want{"none", 70, nil}},
 		// The meta file without data files: the first file is never
 		// removed, so it was lost, and re-dispatch rebuilds the queue.
 		{"missing every data file", all(0), want{"none", 70, nil}},

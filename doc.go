@@ -84,7 +84,8 @@
 //	dir/
 //	  lock          held (flock) while a Store has the directory (a read-only one takes none)
 //	  abort         present while open; found at Open => the last run crashed
-//	  checkpoint    how far the CommitLog is durable and the indexes built (atomic replace)
+//	  checkpoint    how far the CommitLog is durable and the indexes built, and each
+//	                queue's entry count then (atomic replace)
 //	  commitlog/    segments named by 20-digit start offset
 //	  consumequeue/{topic}/{queue}/  entry files named by logical byte offset, plus meta
 //	  index/        IndexFiles named by their first CommitLog offset
@@ -95,7 +96,10 @@
 // At Open, entries past the recovered CommitLog end are dropped, and what
 // the indexes miss (from the checkpoint's dispatched offset, or from the
 // start when the checkpoint is missing or an index folder was deleted or
-// damaged) is re-dispatched; re-dispatch is idempotent.
+// damaged, or a queue holds fewer entries than the checkpoint counted) is
+// re-dispatched; re-dispatch is idempotent. Queue offsets never go back: a
+// queue whose files went with every record they pointed to goes on from
+// the count.
 //
 // # Promises
 //

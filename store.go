@@ -272,6 +272,10 @@ func (s *Store) openIndexes(cp checkpoint, cpOK bool) error {
 	}
 	s.disp = newDispatcher(s, cq, idx, 0)
 	end := s.log.WrotePosition()
+	var marks []queueMark // the checkpoint's queue marks, if they can be held against the queues
+	if marksTrusted(cp, cpOK, end) {
+		marks = cp.marks
+	}
 	if err := errors.Join(cq.TruncateAfterPhys(end), idx.TruncateAfterPhys(end)); err != nil {
 		return err
 	}
@@ -293,6 +297,13 @@ func (s *Store) openIndexes(cp checkpoint, cpOK bool) error {
 		// below the checkpoint if no later record belongs to it.
 		start = min(start, max(e, s.log.MinOffset()))
 	}
+	if q, ok := s.queueBelowMarks(cq, marks, true); ok && start > s.log.MinOffset() {
+		// Checked before re-dispatching: the records after the checkpoint
+		// would restart an emptied queue at their own offsets and hide
+		// it. A repaired queue is checked after.
+		s.opts.Logger.Warn("mqlite: a ConsumeQueue holds fewer entries than the checkpoint counted; re-dispatching the whole CommitLog", "queue", q)
+		start = s.log.MinOffset()
+	}
 	s.disp.next = max(start, s.log.MinOffset())
 	s.disp.verify = true
 	if err := s.lowerDispatched(cp, cpOK, s.disp.next); err != nil {
@@ -302,11 +313,15 @@ func (s *Store) openIndexes(cp checkpoint, cpOK bool) error {
 	redo := false
 	switch {
 	case err == nil && start > s.log.MinOffset():
-		// A queue that holds fewer entries than a group committed on it
-		// lost some below the checkpoint (its directory or a file gone):
-		// rebuild everything, or its next puts would take queue offsets
-		// its records already have and the commit would be cut to its end.
-		if q, ok := s.queueBehindCommits(cq); ok {
+		// A queue that holds fewer entries than the checkpoint counted
+		// (a repaired one) or than a group committed on it lost some
+		// below the checkpoint (its directory or a file gone): rebuild
+		// everything, or its next puts would take queue offsets its
+		// records already have and the commit would be cut to its end.
+		if q, ok := s.queueBelowMarks(cq, marks, false); ok {
+			s.opts.Logger.Warn("mqlite: a ConsumeQueue holds fewer entries than the checkpoint counted; re-dispatching the whole CommitLog", "queue", q)
+			redo = true
+		} else if q, ok := s.queueBehindCommits(cq); ok {
 			s.opts.Logger.Warn("mqlite: a ConsumeQueue holds less than was committed on it; re-dispatching the whole CommitLog", "queue", q)
 			redo = true
 		}
@@ -338,6 +353,9 @@ func (s *Store) openIndexes(cp checkpoint, cpOK bool) error {
 	}
 	s.disp.verify = false
 	s.recovery.Redispatched = end - start
+	if err := s.keepMarkedOffsets(cq, marks); err != nil {
+		return err
+	}
 	for _, id := range cq.Queues() {
 		q, err := cq.Queue(id.Topic, id.ID, false)
 		if err != nil {
@@ -390,6 +408,8 @@ func (s *Store) lowerDispatched(cp checkpoint, cpOK bool, from int64) error {
 	if !cpOK || from >= cp.dispatched {
 		return nil
 	}
+	// No marks: they count entries up to the old dispatched offset, and
+	// the next Open could no longer tell whether the CommitLog holds them.
 	return s.writeCheckpoint(checkpoint{flushed: cp.flushed, dispatched: from})
 }
 
@@ -441,7 +461,7 @@ func (s *Store) checkpointLoop() {
 				s.opts.Logger.Error("mqlite: flush indexes", "err", err)
 				continue
 			}
-			if cp != last {
+			if !cp.same(last) {
 				if err := s.writeCheckpoint(cp); err != nil {
 					s.opts.Logger.Error("mqlite: checkpoint", "err", err)
 					continue
@@ -458,11 +478,11 @@ func (s *Store) checkpointLoop() {
 // how far they are built (captured before the flush) and how far the
 // CommitLog is durable.
 func (s *Store) currentCheckpoint() (checkpoint, error) {
-	dispatched := s.disp.dispatched()
+	marks, dispatched := s.marksAndDispatched()
 	if err := errors.Join(s.disp.cq.Flush(), s.disp.idx.Flush()); err != nil {
 		return checkpoint{}, err
 	}
-	return checkpoint{flushed: s.log.FlushedPosition(), dispatched: dispatched}, nil
+	return checkpoint{flushed: s.log.FlushedPosition(), dispatched: dispatched, marks: marks}, nil
 }
 
 // Close flushes everything, writes the checkpoint, removes the abort

@@ -96,6 +96,8 @@
 //  7. A meta file with no data file is a queue that lost its first file
 //     (the first file is never removed): it is marked repaired, with
 //     MaxPhysEnd 0, so re-dispatch rebuilds it from the CommitLog's start.
+//     So is a directory with neither, which lost both (its meta file is
+//     written again).
 //  8. MinOffset is the first non-filler entry of the first file, MaxPhysEnd
 //     the end of the last entry. MinOffset is not persisted: call
 //     DeleteBelowPhys with the CommitLog's minimum offset after Open. After a

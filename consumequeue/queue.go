@@ -107,6 +107,7 @@ func Open(opts Options) (*Queue, error) {
 	if o.ReadOnly {
 		return openReadOnly(q)
 	}
+	existed := vfs.Exists(q.fs, q.dir)
 	if err := q.fs.MkdirAll(q.dir, 0o755); err != nil {
 		return nil, fmt.Errorf("mqlite/consumequeue: open %s: %w", q.dir, errs.Disk(err))
 	}
@@ -114,7 +115,12 @@ func Open(opts Options) (*Queue, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := q.recover(hadMeta); err != nil {
+	// A directory with neither meta nor data file lost them: the meta
+	// file is written with the directory, the first data file right
+	// after it. Recovered as a meta file without data files is, so that
+	// the Open after this one (which finds the meta file written now)
+	// does not see a different queue.
+	if err := q.recover(hadMeta || existed); err != nil {
 		q.releaseAll()
 		return nil, err
 	}

@@ -76,3 +76,67 @@ func TestRepaired(t *testing.T) {
 		})
 	}
 }
+
+// A queue directory that lost its data files, with or without its meta
+// file, is repaired from the CommitLog's start (MaxPhysEnd 0), and so is
+// it at the next Open: both Opens see the same queue.
+func TestRepairedEmptyDirectory(t *testing.T) {
+	for _, keepMeta := range []bool{true, false} {
+		fs, root := vfs.NewMem(), "/cq"
+		o := Options{FS: fs, Dir: root, EntriesPerFile: testPerFile}
+		s, err := OpenStore(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		q, err := s.Queue("A", 0, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		appendRange(t, q, 0, 5)
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		dir := filepath.Join(root, "A", "0")
+		names, err := fs.ReadDir(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range names {
+			if n != metaName || !keepMeta {
+				if err := fs.Remove(filepath.Join(dir, n)); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		for open := range 2 {
+			s, err = OpenStore(o)
+			if err != nil {
+				t.Fatalf("keep meta %v, open %d: %v", keepMeta, open, err)
+			}
+			q, err := s.Queue("A", 0, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			equal(t, "repaired", q.Repaired(), true)
+			equal(t, "max", q.MaxOffset(), int64(0))
+			end, ok := s.RepairedPhysEnd()
+			equal(t, "RepairedPhysEnd ok", ok, true)
+			equal(t, "RepairedPhysEnd", end, int64(0))
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+// A queue directory that does not exist yet is a new queue, not a
+// repaired one.
+func TestNewQueueIsNotRepaired(t *testing.T) {
+	fs := vfs.NewMem()
+	q, err := Open(Options{FS: fs, Dir: "/cq/A/0", EntriesPerFile: testPerFile})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeQ(t, q)
+	equal(t, "repaired", q.Repaired(), false)
+}

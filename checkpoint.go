@@ -21,12 +21,14 @@ import (
 //	  4     4  version (2)
 //	  8     8  flushed: CommitLog durably flushed through here
 //	 16     8  dispatched: ConsumeQueue and IndexFile built through here
-//	 24     4  count of queue marks that follow
-//	 28     4  reserved (0)
-//	 32     …  queue marks, by topic then queue id, each:
+//	 24     8  marksAt: the dispatched offset the marks were taken at
+//	           (>= dispatched: Open lowers dispatched before it rebuilds)
+//	 32     4  count of queue marks that follow
+//	 36     4  reserved (0)
+//	 40     …  queue marks, by topic then queue id, each:
 //	              2  topic length, then the topic
 //	              4  queue id
-//	              8  entries: the queue's next offset, taken before dispatched
+//	              8  entries: the queue's next offset at marksAt
 //	  …     4  CRC32-C of every byte before it
 //
 // Version 1 (36 bytes: the first two offsets, 8 reserved bytes and the
@@ -37,15 +39,18 @@ const (
 	checkpointMagic   = 0x4B43514D // "MQCK" little-endian
 	checkpointVersion = 2
 	checkpointV1Size  = 36
-	checkpointHeader  = 32
+	checkpointCountAt = 32
+	checkpointHeader  = 40
 )
 
 type checkpoint struct {
 	flushed    int64
 	dispatched int64
-	// marks holds each queue's entry count, taken before dispatched (so
-	// every entry it counts points below it); nil for a version 1 file.
-	marks []queueMark
+	// marks holds each queue's entry count when dispatched was marksAt
+	// (so every entry it counts points below marksAt); nil for a version
+	// 1 file.
+	marks   []queueMark
+	marksAt int64
 }
 
 // queueMark is a queue's entry count (its next offset) in a checkpoint.
@@ -71,7 +76,8 @@ func (c checkpoint) encode() []byte {
 	le.PutUint32(b[4:], checkpointVersion)
 	le.PutUint64(b[8:], uint64(c.flushed))
 	le.PutUint64(b[16:], uint64(c.dispatched))
-	le.PutUint32(b[24:], uint32(len(c.marks)))
+	le.PutUint64(b[24:], uint64(max(c.marksAt, c.dispatched))) // marks are taken at dispatched or before it was lowered
+	le.PutUint32(b[checkpointCountAt:], uint32(len(c.marks)))
 	for _, m := range c.marks {
 		b = le.AppendUint16(b, uint16(len(m.Topic)))
 		b = append(b, m.Topic...)
@@ -91,28 +97,34 @@ func decodeCheckpoint(path string, b []byte) (checkpoint, error) {
 	if le.Uint32(b[0:]) != checkpointMagic {
 		return checkpoint{}, errs.Corrupt(path, 0, "bad checkpoint magic")
 	}
+	v1 := le.Uint32(b[4:]) == 1 && len(b) == checkpointV1Size
 	body := b[:len(b)-4]
-	if le.Uint32(b[4:]) == 1 && len(b) == checkpointV1Size {
-		body = b[:checkpointHeader]
+	if v1 {
+		body = b[:32]
 	}
 	if le.Uint32(b[len(b)-4:]) != crc32.Checksum(body, crcTable) {
 		return checkpoint{}, errs.Corrupt(path, int64(len(b)-4), "checkpoint checksum mismatch")
 	}
 	switch v := le.Uint32(b[4:]); {
-	case v == 1 && len(b) == checkpointV1Size:
+	case v1:
 	case v == 1:
 		return checkpoint{}, errs.Corrupt(path, 0, "version 1 checkpoint is %d bytes, want %d", len(b), checkpointV1Size)
 	case v != checkpointVersion:
 		return checkpoint{}, errs.Corrupt(path, 4, "checkpoint version %d, this build reads 1 and %d", v, checkpointVersion)
+	case len(body) < checkpointHeader:
+		return checkpoint{}, errs.Corrupt(path, 0, "checkpoint is %d bytes, want at least %d", len(b), checkpointHeader+4)
 	}
 	c := checkpoint{flushed: int64(le.Uint64(b[8:])), dispatched: int64(le.Uint64(b[16:]))}
 	if c.flushed < 0 || c.dispatched < 0 {
 		return checkpoint{}, errs.Corrupt(path, 8, "negative offsets in checkpoint")
 	}
-	if le.Uint32(b[4:]) == 1 {
+	if v1 {
 		return c, nil
 	}
-	marks, err := decodeMarks(path, body[checkpointHeader:], le.Uint32(b[24:]))
+	if c.marksAt = int64(le.Uint64(b[24:])); c.marksAt < c.dispatched {
+		return checkpoint{}, errs.Corrupt(path, 24, "checkpoint marks taken at %d, below its dispatched offset %d", c.marksAt, c.dispatched)
+	}
+	marks, err := decodeMarks(path, body[checkpointHeader:], le.Uint32(b[checkpointCountAt:]))
 	if err != nil {
 		return checkpoint{}, err
 	}
@@ -126,7 +138,7 @@ func decodeMarks(path string, p []byte, count uint32) ([]queueMark, error) {
 	le := binary.LittleEndian
 	const least = 2 + 1 + 4 + 8 // the smallest mark
 	if uint64(count) > uint64(len(p)/least) {
-		return nil, errs.Corrupt(path, 24, "checkpoint claims %d queue marks in %d bytes", count, len(p))
+		return nil, errs.Corrupt(path, checkpointCountAt, "checkpoint claims %d queue marks in %d bytes", count, len(p))
 	}
 	marks := make([]queueMark, 0, count)
 	pos := checkpointHeader

@@ -51,7 +51,7 @@ func compareQueueIDs(a, b consumequeue.QueueID) int {
 // the ConsumeQueue: they exist, and the CommitLog still holds every record
 // they count (a crash that lost the log's tail lost those entries too).
 func marksTrusted(cp checkpoint, cpOK bool, end int64) bool {
-	return cpOK && cp.marks != nil && end >= cp.dispatched
+	return cpOK && cp.marks != nil && end >= cp.marksAt
 }
 
 // queueBelowMarks names a queue that holds fewer entries than the

@@ -36,7 +36,7 @@ func resum(b []byte) []byte {
 }
 
 func TestCheckpointFormat(t *testing.T) {
-	cp := checkpoint{flushed: 4096, dispatched: 4000, marks: []queueMark{
+	cp := checkpoint{flushed: 4096, dispatched: 4000, marksAt: 4100, marks: []queueMark{
 		{consumequeue.QueueID{Topic: "a", ID: 0}, 7}, {consumequeue.QueueID{Topic: "a", ID: 3}, 1}, {consumequeue.QueueID{Topic: "orders", ID: 1}, 1 << 40},
 	}}
 	got, err := decodeCheckpoint("cp", cp.encode())
@@ -60,9 +60,9 @@ func TestCheckpointFormat(t *testing.T) {
 		"crc":            func() []byte { b := cp.encode(); b[40] ^= 1; return b }(),
 		"version 3":      func() []byte { b := cp.encode(); le.PutUint32(b[4:], 3); return resum(b) }(),
 		"version 1 long": func() []byte { b := cp.encode(); le.PutUint32(b[4:], 1); return resum(b) }(),
-		"huge count":     func() []byte { b := cp.encode(); le.PutUint32(b[24:], 1<<31); return resum(b) }(),
-		"count high":     func() []byte { b := cp.encode(); le.PutUint32(b[24:], 4); return resum(b) }(),
-		"count low":      func() []byte { b := cp.encode(); le.PutUint32(b[24:], 2); return resum(b) }(),
+		"huge count":     func() []byte { b := cp.encode(); le.PutUint32(b[checkpointCountAt:], 1<<31); return resum(b) }(),
+		"count high":     func() []byte { b := cp.encode(); le.PutUint32(b[checkpointCountAt:], 4); return resum(b) }(),
+		"count low":      func() []byte { b := cp.encode(); le.PutUint32(b[checkpointCountAt:], 2); return resum(b) }(),
 		"unordered": checkpoint{marks: []queueMark{
 			{consumequeue.QueueID{Topic: "b", ID: 0}, 1}, {consumequeue.QueueID{Topic: "a", ID: 0}, 1}}}.encode(),
 		"duplicate": checkpoint{marks: []queueMark{
@@ -70,6 +70,16 @@ func TestCheckpointFormat(t *testing.T) {
 		"negative next": checkpoint{marks: []queueMark{{consumequeue.QueueID{Topic: "a", ID: 0}, -1}}}.encode(),
 		"empty topic":   checkpoint{marks: []queueMark{{consumequeue.QueueID{Topic: "", ID: 0}, 1}}}.encode(),
 		"negative":      checkpoint{flushed: -1}.encode(),
+		"marks below": func() []byte {
+			b := checkpoint{dispatched: 10}.encode()
+			le.PutUint64(b[24:], 9)
+			return resum(b)
+		}(),
+		"version 2 short": func() []byte {
+			b := encodeV1(1, 2)
+			le.PutUint32(b[4:], 2)
+			return resum(b)
+		}(),
 	} {
 		_, err := decodeCheckpoint("cp", b)
 		require.ErrorIs(t, err, ErrCorrupt, name)
@@ -79,7 +89,7 @@ func TestCheckpointFormat(t *testing.T) {
 // Any bytes decode to a checkpoint that encodes back to them, or to
 // ErrCorrupt; decoding never panics.
 func FuzzDecodeCheckpoint(f *testing.F) {
-	f.Add(checkpoint{flushed: 4096, dispatched: 4000, marks: []queueMark{
+	f.Add(checkpoint{flushed: 4096, dispatched: 4000, marksAt: 4000, marks: []queueMark{
 		{consumequeue.QueueID{Topic: "a", ID: 0}, 7}, {consumequeue.QueueID{Topic: "orders", ID: 1}, 1 << 40}}}.encode())
 	f.Add(checkpoint{flushed: 1, dispatched: 2}.encode())
 	f.Add(encodeV1(4096, 4000))
@@ -308,4 +318,27 @@ func requireVerified(t *testing.T, s *Store) {
 	vr, err := s.Verify(context.Background(), nil)
 	require.NoError(t, err)
 	require.True(t, vr.OK, "%v", vr.Problems)
+}
+
+// Lowering the dispatched offset before a re-dispatch keeps the marks and
+// the offset they were taken at: an Open that crashes before the rebuild
+// ends leaves the next one the same marks to hold the queues against.
+func TestLoweredCheckpointKeepsMarks(t *testing.T) {
+	fs, o := vfs.NewMem(), lostFilesOptions()
+	s, err := openFS(fs, "/low", o())
+	require.NoError(t, err)
+	defer s.Close()
+	putBodies(t, s, "t", 1, 7)
+	cp, err := s.currentCheckpoint()
+	require.NoError(t, err)
+	require.Equal(t, cp.dispatched, cp.marksAt)
+	require.NoError(t, s.lowerDispatched(cp, true, 100))
+	b, err := vfs.ReadFile(fs, filepath.Join("/low", checkpointName))
+	require.NoError(t, err)
+	got, err := decodeCheckpoint("", b)
+	require.NoError(t, err)
+	require.Equal(t, checkpoint{flushed: cp.flushed, dispatched: 100, marks: cp.marks, marksAt: cp.marksAt}, got)
+	require.Equal(t, []queueMark{{consumequeue.QueueID{Topic: "t", ID: 1}, 7}}, got.marks)
+	require.True(t, marksTrusted(got, true, cp.marksAt))
+	require.False(t, marksTrusted(got, true, cp.marksAt-1), "the CommitLog lost records the marks count")
 }

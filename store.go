@@ -408,9 +408,9 @@ func (s *Store) lowerDispatched(cp checkpoint, cpOK bool, from int64) error {
 	if !cpOK || from >= cp.dispatched {
 		return nil
 	}
-	// No marks: they count entries up to the old dispatched offset, and
-	// the next Open could no longer tell whether the CommitLog holds them.
-	return s.writeCheckpoint(checkpoint{flushed: cp.flushed, dispatched: from})
+	// The marks stay, with the offset they were taken at: the queues are
+	// held against them until re-dispatch has rebuilt them.
+	return s.writeCheckpoint(checkpoint{flushed: cp.flushed, dispatched: from, marks: cp.marks, marksAt: cp.marksAt})
 }
 
 // restoreTopics registers the topics of a store whose topic registry file
@@ -482,7 +482,7 @@ func (s *Store) currentCheckpoint() (checkpoint, error) {
 	if err := errors.Join(s.disp.cq.Flush(), s.disp.idx.Flush()); err != nil {
 		return checkpoint{}, err
 	}
-	return checkpoint{flushed: s.log.FlushedPosition(), dispatched: dispatched, marks: marks}, nil
+	return checkpoint{flushed: s.log.FlushedPosition(), dispatched: dispatched, marks: marks, marksAt: dispatched}, nil
 }
 
 // Close flushes everything, writes the checkpoint, removes the abort

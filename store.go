@@ -59,6 +59,7 @@ type Store struct {
 	// Open created: a failed Open removes them, or the next Open would
 	// take their partial content for indexes built up to the checkpoint.
 	builtDirs []string
+	rebuild   bool // Open deletes the indexes first (RebuildIndexes)
 
 	explicitSegment bool       // Options.SegmentSize was set, not defaulted
 	retMu           sync.Mutex // one retention pass at a time
@@ -122,6 +123,12 @@ func Open(dir string, opts *Options) (*Store, error) {
 
 // openFS is Open on a given file seam, for tests.
 func openFS(fs vfs.FS, dir string, opts *Options) (*Store, error) {
+	return openStore(fs, dir, opts, false)
+}
+
+// openStore is openFS; rebuild deletes the ConsumeQueue and the IndexFile
+// once the CommitLog is recovered (RebuildIndexes).
+func openStore(fs vfs.FS, dir string, opts *Options, rebuild bool) (*Store, error) {
 	o, err := opts.withDefaults()
 	if err != nil {
 		return nil, err
@@ -135,6 +142,7 @@ func openFS(fs vfs.FS, dir string, opts *Options) (*Store, error) {
 	s.resyncWall()
 	s.jobs.New = func() any { return &putJob{s: s} }
 	s.explicitSegment = opts != nil && opts.SegmentSize != 0
+	s.rebuild = rebuild
 	if err := s.open(); err != nil {
 		s.abortOpen()
 		return nil, err
@@ -253,6 +261,16 @@ func (s *Store) markOpen() error {
 // and starts the dispatcher.
 func (s *Store) openIndexes(cp checkpoint, cpOK bool) error {
 	cqDir, idxDir := s.path("consumequeue"), s.path("index")
+	end := s.log.WrotePosition()
+	var marks []queueMark // the checkpoint's queue marks, if they can be held against the queues
+	if marksTrusted(cp, cpOK, end) {
+		marks = cp.marks
+	}
+	if s.rebuild {
+		if err := s.removeIndexes(marks != nil); err != nil {
+			return err
+		}
+	}
 	cqExisted, idxExisted := vfs.Exists(s.fs, cqDir), vfs.Exists(s.fs, idxDir)
 	for dir, existed := range map[string]bool{cqDir: cqExisted, idxDir: idxExisted} {
 		if !existed {
@@ -271,11 +289,6 @@ func (s *Store) openIndexes(cp checkpoint, cpOK bool) error {
 		return err
 	}
 	s.disp = newDispatcher(s, cq, idx, 0)
-	end := s.log.WrotePosition()
-	var marks []queueMark // the checkpoint's queue marks, if they can be held against the queues
-	if marksTrusted(cp, cpOK, end) {
-		marks = cp.marks
-	}
 	if err := errors.Join(cq.TruncateAfterPhys(end), idx.TruncateAfterPhys(end)); err != nil {
 		return err
 	}

@@ -339,15 +339,19 @@ func (v *verifier) checkEntries(q *consumequeue.Queue, id consumequeue.QueueID, 
 // and rebuilds them from the CommitLog, as Open does for a missing index
 // folder; it reports what that Open found. opts must be the options the
 // store is used with (nil: the defaults). The store must not be open
-// (ErrLocked): the directory lock is held while the indexes are deleted,
-// then released for the Open that rebuilds them (if another Store takes
-// the directory in between, that one rebuilds them and ErrLocked is
-// returned). Consumer offsets stay valid: queue offsets are stored in the
-// records.
+// (ErrLocked). Consumer offsets stay valid: queue offsets are stored in
+// the records, and a queue none of whose records is left (retention
+// removed them) goes on from the entry count in the checkpoint.
 //
-// It refuses (ErrInvalidArgument) a CommitLog whose oldest segments were
-// removed by retention: a queue with no message left would lose its next
-// offset and restart at 0 under its consumers' committed offsets.
+// So a CommitLog whose oldest segments were removed by retention needs a
+// checkpoint with queue counts (written by Close, and every second, since
+// format version 2) that the CommitLog still covers: without one it
+// refuses (ErrInvalidArgument), since such a queue would restart at 0
+// under its consumers' committed offsets. Opening and closing the store
+// writes one. Refused before anything is changed when the checkpoint has
+// no counts; after the CommitLog's recovery when it lost records they
+// count. If the Open that rebuilds fails after the deletion, the next
+// Open rebuilds them.
 func RebuildIndexes(dir string, opts *Options) (RecoveryReport, error) {
 	if opts != nil && opts.ReadOnly {
 		return RecoveryReport{}, fmt.Errorf("mqlite: rebuild indexes of %s: it writes the store: %w", dir, errs.ErrReadOnly)
@@ -362,37 +366,48 @@ func RebuildIndexes(dir string, opts *Options) (RecoveryReport, error) {
 	}
 	for _, name := range names {
 		if len(name) == 20 && strings.Trim(name, "0123456789") == "" {
-			if strings.Trim(name, "0") != "" {
-				return RecoveryReport{}, fmt.Errorf("mqlite: rebuild indexes of %s: the CommitLog starts at segment %s (retention removed older ones), so emptied queues would restart at offset 0: %w",
+			if strings.Trim(name, "0") != "" && !checkpointCounts(fs, dir) {
+				return RecoveryReport{}, fmt.Errorf("mqlite: rebuild indexes of %s: the CommitLog starts at segment %s (retention removed older ones) and the checkpoint does not count the queues' entries (open and close the store to write one), so emptied queues would restart at offset 0: %w",
 					dir, name, errs.ErrInvalidArgument)
 			}
 			break // sorted: the first segment is the oldest
 		}
 	}
-	lk, err := fs.Lock(filepath.Join(dir, lockName))
+	s, err := openStore(fs, dir, opts, true)
 	if err != nil {
-		if errors.Is(err, vfs.ErrLocked) {
-			return RecoveryReport{}, fmt.Errorf("mqlite: rebuild indexes of %s: %w", dir, errs.ErrLocked)
-		}
-		return RecoveryReport{}, fmt.Errorf("mqlite: rebuild indexes: lock %s: %w (%w)", dir, errs.ErrIO, err)
-	}
-	for _, sub := range []string{"consumequeue", "index"} {
-		if err := fs.RemoveAll(filepath.Join(dir, sub)); err != nil {
-			lk.Close()
-			return RecoveryReport{}, fmt.Errorf("mqlite: rebuild indexes: remove %s: %w (%w)", filepath.Join(dir, sub), errs.ErrIO, err)
-		}
-	}
-	err = fs.SyncDir(dir)
-	if cerr := lk.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return RecoveryReport{}, fmt.Errorf("mqlite: rebuild indexes: sync %s: %w (%w)", dir, errs.ErrIO, err)
-	}
-	s, err := Open(dir, opts)
-	if err != nil {
-		return RecoveryReport{}, fmt.Errorf("mqlite: rebuild indexes (deleted; the next Open rebuilds them): %w", err)
+		return RecoveryReport{}, fmt.Errorf("mqlite: rebuild indexes of %s: %w", dir, err)
 	}
 	rep := s.Recovery()
 	return rep, s.Close()
+}
+
+// checkpointCounts reports whether the store in dir has a checkpoint with
+// queue marks.
+func checkpointCounts(fs vfs.FS, dir string) bool {
+	path := filepath.Join(dir, checkpointName)
+	b, err := vfs.ReadFile(fs, path)
+	if err != nil {
+		return false
+	}
+	cp, err := decodeCheckpoint(path, b)
+	return err == nil && cp.marks != nil
+}
+
+// removeIndexes deletes the ConsumeQueue and the IndexFile for a rebuild,
+// unless the CommitLog lost its start to retention and the checkpoint's
+// marks cannot be trusted (see RebuildIndexes).
+func (s *Store) removeIndexes(marksTrusted bool) error {
+	if min := s.log.MinOffset(); min > 0 && !marksTrusted {
+		return fmt.Errorf("mqlite: the CommitLog starts at %d (retention removed older segments) and holds less than the checkpoint counted, so emptied queues would restart at offset 0: %w",
+			min, errs.ErrInvalidArgument)
+	}
+	for _, sub := range []string{"consumequeue", "index"} {
+		if err := s.fs.RemoveAll(s.path(sub)); err != nil {
+			return fmt.Errorf("mqlite: rebuild indexes: remove %s: %w (%w)", s.path(sub), errs.ErrIO, err)
+		}
+	}
+	if err := s.fs.SyncDir(s.dir); err != nil {
+		return fmt.Errorf("mqlite: rebuild indexes: sync %s: %w (%w)", s.dir, errs.ErrIO, err)
+	}
+	return nil
 }

@@ -95,11 +95,11 @@
 //
 // At Open, entries past the recovered CommitLog end are dropped, and what
 // the indexes miss (from the checkpoint's dispatched offset, or from the
-// start when the checkpoint is missing or an index folder was deleted or
-// damaged, or a queue holds fewer entries than the checkpoint counted) is
-// re-dispatched; re-dispatch is idempotent. Queue offsets never go back: a
-// queue whose files went with every record they pointed to goes on from
-// the count.
+// start when the checkpoint is missing, an index folder was deleted or
+// damaged, the topic registry is missing, or a queue holds fewer entries
+// than the checkpoint counted) is re-dispatched; re-dispatch is
+// idempotent. Queue offsets never go back: a queue whose files went with
+// every record they pointed to goes on from the count.
 //
 // # Promises
 //

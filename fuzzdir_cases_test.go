@@ -158,6 +158,21 @@ func fzCases(g *fzGolden) []struct {
 		// byte is damage, not another format version.
 		{"flip the version of a ConsumeQueue meta file", []mutation{{kind: mutFlip, file: p("consumequeue", "orders", "1", "meta"), off: 7}},
 			fzWant{openErr: ErrCorrupt, errPath: p("consumequeue", "orders", "1", "meta")}},
+		// Found by the fuzzer: the registry gone with a queue directory
+		// brought the topic back with too few queues. The checkpoint's
+		// queue marks find the queue; without them (version 1) the lost
+		// registry alone has the whole CommitLog re-dispatched.
+		{"a queue directory and the topic registry lost", []mutation{{kind: mutRemoveDir, file: p("consumequeue", "orders", "1")},
+			{kind: mutDelete, file: p(configDir, topic.File)}},
+			fzWant{verifyOK: true, report: fullRedispatch(g, "orders")}},
+		{"a queue directory and the topic registry lost, a version 1 checkpoint", []mutation{
+			{kind: mutCheckpoint, file: p(checkpointName), flushed: g.end, dispatched: g.end},
+			{kind: mutRemoveDir, file: p("consumequeue", "orders", "1")}, {kind: mutDelete, file: p(configDir, topic.File)}},
+			fzWant{verifyOK: true, report: fullRedispatch(g, "orders")}},
+		{"a queue directory lost", []mutation{{kind: mutRemoveDir, file: p("consumequeue", "orders", "1")}},
+			fzWant{verifyOK: true, report: fullRedispatch(g)}},
+		{"the last file of a queue lost", []mutation{{kind: mutDelete, file: p("consumequeue", "orders", "0", "00000000000000000320")}},
+			fzWant{verifyOK: true, report: fullRedispatch(g)}},
 		// A damaged IndexFile is deleted and rebuilt.
 		{"flip the version of an IndexFile", []mutation{{kind: mutFlip, file: idx0, off: 5, bit: 3}}, fzWant{verifyOK: true}},
 	}
@@ -285,3 +300,14 @@ func (f logFunc) Handle(_ context.Context, r slog.Record) error {
 }
 func (f logFunc) WithAttrs([]slog.Attr) slog.Handler { return f }
 func (f logFunc) WithGroup(string) slog.Handler      { return f }
+
+// fullRedispatch checks that Open re-dispatched the whole CommitLog and
+// restored the topics named (those of a lost registry).
+func fullRedispatch(g *fzGolden, restored ...string) func(*testing.T, RecoveryReport) {
+	return func(t *testing.T, r RecoveryReport) {
+		require.Equal(t, g.end, r.Redispatched)
+		for _, name := range restored {
+			require.Contains(t, r.RestoredTopics, name)
+		}
+	}
+}

@@ -41,7 +41,7 @@ const (
 	mutDelete                    // remove the file
 	mutDuplicate                 // copy the file to target
 	mutRename                    // move the file to target (replacing it)
-	mutCheckpoint                // rewrite the checkpoint, checksum valid, with flushed and dispatched
+	mutCheckpoint                // rewrite the checkpoint, checksum valid, with flushed and dispatched (version 1, or 2 with the golden queue marks)
 	mutOffsets                   // byte damage to the consumer offsets file (decodes to one of the above)
 	mutRemoveDir                 // remove a directory and everything under it
 	mutKinds
@@ -64,8 +64,10 @@ type mutation struct {
 	bit    uint8
 	data   []byte // mutAppend
 	target string // mutDuplicate, mutRename
-	// flushed and dispatched are the checkpoint's fields (mutCheckpoint).
-	flushed, dispatched int64
+	// flushed and dispatched are the checkpoint's fields (mutCheckpoint),
+	// and marks its queue marks, taken at marksAt.
+	flushed, dispatched, marksAt int64
+	marks                        []queueMark
 }
 
 func (m mutation) String() string {
@@ -81,7 +83,7 @@ func (m mutation) String() string {
 	case mutDuplicate, mutRename:
 		return fmt.Sprintf("%s %s to %s", m.kind, m.file, m.target)
 	case mutCheckpoint:
-		return fmt.Sprintf("checkpoint flushed %d dispatched %d", m.flushed, m.dispatched)
+		return fmt.Sprintf("checkpoint flushed %d dispatched %d marks %v at %d", m.flushed, m.dispatched, m.marks, m.marksAt)
 	}
 	return fmt.Sprintf("%s %s", m.kind, m.file)
 }
@@ -161,6 +163,9 @@ func (g *fzGolden) decodeOp(k mutKind, f int, a, b uint16, c byte) (mutation, bo
 			cp.dispatched = value(cp.dispatched)
 		}
 		m.flushed, m.dispatched = cp.flushed, cp.dispatched
+		if c&0x10 != 0 {
+			m.marks, m.marksAt = cp.marks, cp.marksAt
+		}
 	}
 	return m, true
 }
@@ -212,7 +217,10 @@ func (m mutation) apply(fs vfs.FS, dir string) error {
 		return fs.RemoveAll(file)
 	}
 	if m.kind == mutCheckpoint {
-		return writeWhole(fs, file, checkpoint{flushed: m.flushed, dispatched: m.dispatched}.encode())
+		if m.marks == nil { // as a store last closed before queue marks wrote it
+			return writeWhole(fs, file, encodeV1(m.flushed, m.dispatched))
+		}
+		return writeWhole(fs, file, checkpoint{flushed: m.flushed, dispatched: m.dispatched, marks: m.marks, marksAt: m.marksAt}.encode())
 	}
 	b, err := vfs.ReadFile(fs, file)
 	if errors.Is(err, os.ErrNotExist) {

@@ -67,6 +67,7 @@ func fzSeeds(g *fzGolden) [][]byte {
 		fzOp(mutRename, idx, 1, 0, 0),
 		fzOp(mutCheckpoint, 0, 10, 0, 1),
 		fzOp(mutCheckpoint, 0, 2, 0, 2|4),
+		append(fzOp(mutCheckpoint, 0, 0xFF00, 0, 2|0x10), fzOp(mutRemoveDir, 1, 0, 0, 0)...),
 		fzOp(mutOffsets, 0, 20, 0, 0),
 		fzOp(mutRemoveDir, 1, 0, 0, 0),
 		append(fzOp(mutFlip, cq, 5, 0, 1), fzOp(mutDelete, g.fileIndex(path.Join(fzDir, checkpointName)), 0, 0, 0)...),

@@ -301,7 +301,10 @@ func (s *Store) openIndexes(cp checkpoint, cpOK bool) error {
 		return err
 	}
 	start := s.log.MinOffset()
-	if cpOK && cqExisted && idxExisted {
+	// Without the topic registry, the topics are restored from the queues
+	// on disk (restoreTopics): every queue the CommitLog has records of
+	// must be there, one whose directory went with the registry too.
+	if cpOK && cqExisted && idxExisted && s.topics.Found() {
 		start = min(max(cp.dispatched, start), idx.EndPhyOffset(), end)
 	}
 	if e, ok := cq.RepairedPhysEnd(); ok {

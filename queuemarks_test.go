@@ -342,3 +342,35 @@ func TestLoweredCheckpointKeepsMarks(t *testing.T) {
 	require.True(t, marksTrusted(got, true, cp.marksAt))
 	require.False(t, marksTrusted(got, true, cp.marksAt-1), "the CommitLog lost records the marks count")
 }
+
+// A queue left with its meta file alone, of which the CommitLog holds no
+// record, is rebuilt from the CommitLog's start once: the rebuild gives it
+// its first file, and the next Open finds an empty queue, not one that
+// lost its files again.
+func TestEmptyRepairedQueueIsRebuiltOnce(t *testing.T) {
+	fs, o := vfs.NewMem(), lostFilesOptions()
+	s, err := openFS(fs, "/once", o())
+	require.NoError(t, err)
+	putBodies(t, s, "t", 0, 20)
+	require.NoError(t, s.Close())
+	meta, err := vfs.ReadFile(fs, "/once/consumequeue/t/0/meta")
+	require.NoError(t, err)
+	require.NoError(t, fs.MkdirAll("/once/consumequeue/t/1", 0o755))
+	require.NoError(t, writeWhole(fs, "/once/consumequeue/t/1/meta", meta))
+
+	for open := range 2 {
+		s, err = openFS(fs, "/once", o())
+		require.NoError(t, err)
+		if open == 0 {
+			require.Equal(t, s.Recovery().CommitLogEnd, s.Recovery().Redispatched, "the whole CommitLog re-dispatched")
+		} else {
+			requireLastRecordOnly(t, s)
+		}
+		requireBodies(t, s, "t", 0, 20)
+		mo, err := s.MaxOffset("t", 1)
+		require.NoError(t, err)
+		require.Zero(t, mo)
+		requireVerified(t, s)
+		require.NoError(t, s.Close())
+	}
+}

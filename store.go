@@ -372,6 +372,9 @@ func (s *Store) openIndexes(cp checkpoint, cpOK bool) error {
 	if err := s.keepMarkedOffsets(cq, marks); err != nil {
 		return err
 	}
+	if err := cq.Rebuilt(); err != nil {
+		return err
+	}
 	for _, id := range cq.Queues() {
 		q, err := cq.Queue(id.Topic, id.ID, false)
 		if err != nil {

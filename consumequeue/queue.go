@@ -390,6 +390,23 @@ func (q *Queue) Restart(next int64) error {
 	return err
 }
 
+// ensureFile gives a queue with no data file its first one, at its end
+// (Store.Rebuilt).
+func (q *Queue) ensureFile() error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if err := q.appendableLocked(); err != nil {
+		return err
+	}
+	if len(q.snap.Load().segs) > 0 {
+		return nil
+	}
+	q.gen.Add(1) // odd: readers wait, and retry if they read before
+	defer q.gen.Add(1)
+	_, err := q.restartLocked(q.max.Load())
+	return err
+}
+
 // restartLocked empties the queue into a fresh file holding logical, whose
 // earlier slots become fillers, and moves MinOffset and MaxOffset to
 // logical; every old file is removed (they hold no live entry). Fillers

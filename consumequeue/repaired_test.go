@@ -79,7 +79,8 @@ func TestRepaired(t *testing.T) {
 
 // A queue directory that lost its data files, with or without its meta
 // file, is repaired from the CommitLog's start (MaxPhysEnd 0), and so is
-// it at the next Open: both Opens see the same queue.
+// it at the next Open: both Opens see the same queue, until Rebuilt says
+// re-dispatch is done and the queue gets its first file.
 func TestRepairedEmptyDirectory(t *testing.T) {
 	for _, keepMeta := range []bool{true, false} {
 		fs, root := vfs.NewMem(), "/cq"
@@ -108,7 +109,7 @@ func TestRepairedEmptyDirectory(t *testing.T) {
 				}
 			}
 		}
-		for open := range 2 {
+		for open := range 3 {
 			s, err = OpenStore(o)
 			if err != nil {
 				t.Fatalf("keep meta %v, open %d: %v", keepMeta, open, err)
@@ -117,11 +118,23 @@ func TestRepairedEmptyDirectory(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			equal(t, "repaired", q.Repaired(), true)
 			equal(t, "max", q.MaxOffset(), int64(0))
 			end, ok := s.RepairedPhysEnd()
-			equal(t, "RepairedPhysEnd ok", ok, true)
-			equal(t, "RepairedPhysEnd", end, int64(0))
+			if open == 2 {
+				// Rebuilt gave the queue its first file: an empty queue.
+				equal(t, "repaired after Rebuilt", q.Repaired(), false)
+				equal(t, "RepairedPhysEnd ok after Rebuilt", ok, false)
+				equal(t, "files", dataFiles(t, fs, dir), []string{fileName(0)})
+			} else {
+				equal(t, "repaired", q.Repaired(), true)
+				equal(t, "RepairedPhysEnd ok", ok, true)
+				equal(t, "RepairedPhysEnd", end, int64(0))
+			}
+			if open == 1 {
+				if err := s.Rebuilt(); err != nil {
+					t.Fatal(err)
+				}
+			}
 			if err := s.Close(); err != nil {
 				t.Fatal(err)
 			}

@@ -237,6 +237,20 @@ func (s *Store) RepairedPhysEnd() (end int64, ok bool) {
 	return end, ok
 }
 
+// Rebuilt tells the Store that re-dispatch has rebuilt the queues Open
+// repaired. A repaired queue still without a data file (the CommitLog
+// holds no record of it) gets its first one, empty, at its end: else the
+// next Open would find a meta file without data files again, and repair
+// it (from the CommitLog's start) once more, and every Open after it.
+func (s *Store) Rebuilt() error {
+	return s.each(func(_ QueueID, q *Queue) error {
+		if !q.Repaired() {
+			return nil
+		}
+		return q.ensureFile()
+	})
+}
+
 // TruncateAfterPhys calls TruncateAfterPhys(end) on every queue.
 func (s *Store) TruncateAfterPhys(end int64) error {
 	return s.each(func(_ QueueID, q *Queue) error { return q.TruncateAfterPhys(end) })

@@ -299,7 +299,7 @@ func FuzzCheckpointFile(f *testing.F) {
 		if flushed < 0 || dispatched < 0 {
 			return // refused by decodeCheckpoint, as any damage: see TestCheckpoint*
 		}
-		b := checkpoint{flushed: flushed, dispatched: dispatched}.encode()
+		b := checkpoint{flushed: flushed, dispatched: dispatched, marks: cp.marks, marksAt: cp.marksAt}.encode()
 		if crashed {
 			img := *img
 			img.files = maps.Clone(img.files)

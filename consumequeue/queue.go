@@ -334,12 +334,18 @@ func (q *Queue) appendLocked(logical int64, e Entry) error {
 			return err
 		}
 	}
+	q.writeLocked(seg, logical, e)
+	return nil
+}
+
+// writeLocked writes e at logical, the queue's end, into seg (the file
+// holding it) and moves the end past it.
+func (q *Queue) writeLocked(seg *segment, logical int64, e Entry) {
 	off := int(logical-seg.start) * EntrySize
 	putEntry(seg.b[off:off+EntrySize], e)
 	seg.markDirty(off, off+EntrySize)
 	q.physEnd.Store(e.End())
 	q.max.Store(logical + 1)
-	return nil
 }
 
 // holeLocked writes e at logical > max into an empty queue (min == max): the
@@ -354,11 +360,7 @@ func (q *Queue) holeLocked(logical int64, e Entry) error {
 	if err != nil {
 		return err
 	}
-	off := int(logical-seg.start) * EntrySize
-	putEntry(seg.b[off:off+EntrySize], e)
-	seg.markDirty(off, off+EntrySize)
-	q.physEnd.Store(e.End())
-	q.max.Store(logical + 1)
+	q.writeLocked(seg, logical, e)
 	return nil
 }
 

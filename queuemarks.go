@@ -19,22 +19,27 @@ import (
 // rmdir consumequeue/orders/1 and topics.json moved away).
 
 // marksAndDispatched returns the queue marks and the dispatched offset
-// they belong to, taken together while no dispatch runs: every entry a
-// mark counts points below the offset.
+// they belong to. The queues are listed first; their ends are read
+// together with the offset while no dispatch runs, so every entry a mark
+// counts points below it. A queue created in between has no mark, and is
+// not checked by the next Open.
 func (s *Store) marksAndDispatched() ([]queueMark, int64) {
 	d := s.disp
-	d.run.Lock()
-	defer d.run.Unlock()
-	ids := d.cq.Queues()
+	ids := d.cq.Queues() // sorted by topic and id
+	qs := make([]*consumequeue.Queue, 0, len(ids))
 	marks := make([]queueMark, 0, len(ids))
 	for _, id := range ids {
-		q, err := d.cq.Queue(id.Topic, id.ID, false)
-		if err != nil {
-			continue // closed: Close writes no checkpoint from here
+		if q, err := d.cq.Queue(id.Topic, id.ID, false); err == nil { // else closed: Close writes no checkpoint from here
+			qs = append(qs, q)
+			marks = append(marks, queueMark{QueueID: id})
 		}
-		marks = append(marks, queueMark{QueueID: id, next: q.MaxOffset()})
 	}
-	return marks, d.dispatched() // Queues is sorted by topic and id
+	d.run.Lock()
+	defer d.run.Unlock()
+	for i, q := range qs {
+		marks[i].next = q.MaxOffset()
+	}
+	return marks, d.dispatched()
 }
 
 func compareQueueIDs(a, b consumequeue.QueueID) int {

@@ -73,7 +73,7 @@ func (s *Store) openRO() error {
 		return err
 	}
 	clean := !vfs.Exists(s.fs, s.path(abortName))
-	_, cpOK := s.loadCheckpoint()
+	cp, cpOK := s.loadCheckpoint()
 	s.log, err = commitlog.Open(commitlog.Options{Dir: s.path("commitlog"), FS: s.fs, SegmentSize: s.opts.SegmentSize,
 		MaxRecordSize: s.opts.maxRecordSize(), Logger: s.opts.Logger, ReadOnly: true})
 	if err != nil {
@@ -115,7 +115,7 @@ func (s *Store) openRO() error {
 	s.disp = newDispatcher(s, cq, idx, dispatched)
 	s.disp.mu.dispatched = dispatched
 	s.disp.published.Store(dispatched)
-	if err := s.restoreTopics(); err != nil {
+	if err := s.restoreTopics(cp.marks); err != nil {
 		return err
 	}
 	if s.txn, err = s.newTxnService(); err != nil {

@@ -208,7 +208,7 @@ func (s *Store) open() error {
 	if err := s.openIndexes(cp, cpOK); err != nil {
 		return err
 	}
-	if err := s.restoreTopics(); err != nil {
+	if err := s.restoreTopics(cp.marks); err != nil {
 		return err
 	}
 	switch s.opts.Flush {
@@ -438,13 +438,21 @@ func (s *Store) lowerDispatched(cp checkpoint, cpOK bool, from int64) error {
 // stranded in a queue no topic has, and sends and subscriptions keep
 // working with auto-creation off. A read-only store registers them in
 // memory only.
-func (s *Store) restoreTopics() error {
+func (s *Store) restoreTopics(marks []queueMark) error {
 	if s.topics.Found() {
 		return nil
 	}
 	counts := map[string]int{}
 	for _, id := range s.disp.cq.Queues() {
 		counts[id.Topic] = max(counts[id.Topic], id.ID+1)
+	}
+	// The checkpoint's marks name every queue it saw, even when they
+	// cannot be held against the queues (the CommitLog lost records):
+	// a queue whose directory is gone keeps its place in its topic.
+	for _, m := range marks {
+		if m.ID < MaxQueues {
+			counts[m.Topic] = max(counts[m.Topic], m.ID+1)
+		}
 	}
 	if len(counts) == 0 {
 		return nil // a new store

@@ -116,3 +116,30 @@ func TestLostTopicRegistryIsRestored(t *testing.T) {
 	_, err = s.Topic("orders")
 	require.NoError(t, err)
 }
+
+// A lost registry with a queue directory lost too, and the CommitLog
+// gone (so that nothing can be re-dispatched and the checkpoint's counts
+// cannot be held against the queues): the checkpoint still names the
+// queue, and the topic keeps it (found by FuzzOpenCorruptedDir).
+func TestLostRegistryKeepsQueuesTheCheckpointNames(t *testing.T) {
+	fs, o := vfs.NewMem(), lostFilesOptions()
+	s, err := openFS(fs, "/rn", o())
+	require.NoError(t, err)
+	putBodies(t, s, "t", 0, 3)
+	putBodies(t, s, "t", 1, 3)
+	require.NoError(t, s.Close())
+	for _, p := range []string{"commitlog", "consumequeue/t/1", "config/" + topic.File} {
+		require.NoError(t, fs.RemoveAll(filepath.Join("/rn", p)))
+	}
+	s, err = openFS(fs, "/rn", o())
+	require.NoError(t, err)
+	defer s.Close()
+	require.Positive(t, s.Recovery().LostFlushedBytes, "the loss is reported")
+	require.Contains(t, s.Recovery().RestoredTopics, "t")
+	cfg, err := s.Topic("t")
+	require.NoError(t, err)
+	require.Equal(t, 2, cfg.Queues)
+	mo, err := s.MaxOffset("t", 1)
+	require.NoError(t, err)
+	require.Zero(t, mo)
+}

@@ -198,3 +198,48 @@ func TestBitRotSkipDamaged(t *testing.T) {
 		}
 	}
 }
+
+// TestBitRotPushSeek: a push consumer waits at the damaged record until a
+// Seek past it, then delivers the rest of the queue.
+func TestBitRotPushSeek(t *testing.T) {
+	s, dir, rs := rotStore(t, nil, false)
+	ctx := context.Background()
+	flipLogByte(t, dir, rs[6].Offset+28+56, 'b') // queue 0, offset 3
+
+	c, err := s.NewPushConsumer("g", ConsumerOptions{ConsumeFromWhere: ConsumeFromFirstOffset})
+	require.NoError(t, err)
+	defer c.Close()
+	require.NoError(t, c.Subscribe("t", nil))
+	got := make(chan string, 32)
+	require.NoError(t, c.Start(func(_ context.Context, ms []*MessageExt) ConsumeResult {
+		for _, m := range ms {
+			got <- string(m.Body)
+		}
+		return ConsumeSuccess
+	}))
+	seen := map[string]bool{}
+	collect := func(n int) {
+		for len(seen) < n {
+			select {
+			case b := <-got:
+				require.False(t, seen[b], "%s twice", b)
+				seen[b] = true
+			case <-time.After(time.Minute): // bounds a failure only
+				t.Fatalf("delivered %d of %d", len(seen), n)
+			}
+		}
+	}
+	collect(13) // queue 1's ten, and queue 0 up to the damage
+	require.False(t, seen["body-08"], "delivered past the damage")
+	require.NoError(t, c.Seek("t", 0, 4))
+	collect(19)
+	require.False(t, seen["body-06"])
+	require.NoError(t, c.Shutdown(ctx))
+	lag, err := s.ConsumerLag("g")
+	require.NoError(t, err)
+	for _, l := range lag {
+		if l.Topic == "t" {
+			require.Zero(t, l.Lag, "queue %d", l.ID)
+		}
+	}
+}

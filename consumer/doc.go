@@ -44,7 +44,11 @@
 // retries locally, and after MaxReconsumeTimes retries the batch is sent
 // back (the store routes it to the DLQ) so a queue is never blocked
 // forever. A handler call longer than ConsumeTimeout has its context
-// cancelled and counts as failed; a panic counts as failed.
+// cancelled and counts as failed; a panic counts as failed. A push
+// consumer's Seek and SeekToTime reset a held queue, as RocketMQ's reset
+// of a group's offsets does: the new offset is committed, the queue is
+// dropped (what its running handler calls still consume is not
+// committed) and taken again from there.
 //
 // A PullConsumer buffers fetched messages per queue; Poll returns them,
 // blocking until one is there. Commit, CommitOffset and AutoCommit decide

@@ -303,7 +303,8 @@ func (c *PullConsumer) Seek(topic string, queue int, offset int64) error {
 	return p.seek(offset)
 }
 
-func (p *pq) seek(offset int64) error {
+// checkSeek says why offset is not a position of p's queue, if it is not.
+func (p *pq) checkSeek(offset int64) error {
 	st := p.m.st
 	minOff, err := st.MinOffset(p.q.Topic, p.q.ID)
 	if err != nil {
@@ -315,6 +316,13 @@ func (p *pq) seek(offset int64) error {
 	}
 	if offset < minOff || offset > maxOff {
 		return fmt.Errorf("mqlite/consumer: seek %s to %d outside [%d, %d]: %w", p.q, offset, minOff, maxOff, ErrInvalidArgument)
+	}
+	return nil
+}
+
+func (p *pq) seek(offset int64) error {
+	if err := p.checkSeek(offset); err != nil {
+		return err
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -336,17 +344,23 @@ func (p *pq) seek(offset int64) error {
 // SeekToTime seeks every held queue to its first message stored at or
 // after t (the queue's max offset if none).
 func (c *PullConsumer) SeekToTime(t time.Time) error {
-	if err := c.m.checkState(); err != nil {
+	return c.m.seekToTime(t, (*pq).seek)
+}
+
+// seekToTime seeks every held queue with seek to its first message stored
+// at or after t.
+func (m *member) seekToTime(t time.Time, seek func(*pq, int64) error) error {
+	if err := m.checkState(); err != nil {
 		return err
 	}
 	var errList []error
-	for _, p := range c.m.activeList() {
+	for _, p := range m.activeList() {
 		if !p.isActive() {
 			continue
 		}
-		off, err := c.m.st.OffsetForTime(p.q.Topic, p.q.ID, t)
+		off, err := m.st.OffsetForTime(p.q.Topic, p.q.ID, t)
 		if err == nil {
-			err = p.seek(off)
+			err = seek(p, off)
 		}
 		if err != nil {
 			errList = append(errList, fmt.Errorf("%s: %w", p.q, err))

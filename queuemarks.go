@@ -67,7 +67,9 @@ func (s *Store) queueBelowMarks(cq *consumequeue.Store, marks []queueMark, skipR
 		q, err := cq.Queue(m.Topic, m.ID, false)
 		switch {
 		case errors.Is(err, errs.ErrNotFound):
-			return m.String(), true // the directory is gone
+			if m.next > 0 {
+				return m.String(), true // the directory is gone
+			}
 		case err != nil, skipRepaired && q.Repaired():
 		case q.MaxOffset() < m.next:
 			return m.String(), true

@@ -265,6 +265,16 @@ func (s *Store) openIndexes(cp checkpoint, cpOK bool) error {
 	var marks []queueMark // the checkpoint's queue marks, if they can be held against the queues
 	if marksTrusted(cp, cpOK, end) {
 		marks = cp.marks
+	} else if cpOK && len(cp.marks) > 0 {
+		// The CommitLog lost records the marks count. Once it has grown
+		// past marksAt again (puts after this Open, a crash before the
+		// next checkpoint), the next Open would trust them, and move a
+		// queue whose lost records were never rebuilt on to a count it
+		// no longer has: they go now.
+		cp.marks, cp.marksAt = nil, 0
+		if err := s.writeCheckpoint(cp); err != nil {
+			return err
+		}
 	}
 	if s.rebuild {
 		if err := s.removeIndexes(marks != nil); err != nil {

@@ -166,27 +166,8 @@ func TestBitRotSkipDamaged(t *testing.T) {
 	ctx := context.Background()
 	flipLogByte(t, dir, rs[6].Offset+28+56, 'b')
 
-	c, err := s.NewPushConsumer("g", ConsumerOptions{ConsumeFromWhere: ConsumeFromFirstOffset, SkipDamaged: true})
-	require.NoError(t, err)
-	defer c.Close()
-	require.NoError(t, c.Subscribe("t", nil))
-	got := make(chan string, 32)
-	require.NoError(t, c.Start(func(_ context.Context, ms []*MessageExt) ConsumeResult {
-		for _, m := range ms {
-			got <- string(m.Body)
-		}
-		return ConsumeSuccess
-	}))
-	seen := map[string]bool{}
-	for len(seen) < 19 {
-		select {
-		case b := <-got:
-			require.False(t, seen[b], "%s twice", b)
-			seen[b] = true
-		case <-time.After(time.Minute): // bounds a failure only
-			t.Fatalf("delivered %d of 19", len(seen))
-		}
-	}
+	c, collect := bodyConsumer(t, s, ConsumerOptions{ConsumeFromWhere: ConsumeFromFirstOffset, SkipDamaged: true})
+	seen := collect(19)
 	require.False(t, seen["body-06"])
 	require.EqualValues(t, 1, c.Stats().SkippedDamaged)
 	require.NoError(t, c.Shutdown(ctx))
@@ -206,30 +187,8 @@ func TestBitRotPushSeek(t *testing.T) {
 	ctx := context.Background()
 	flipLogByte(t, dir, rs[6].Offset+28+56, 'b') // queue 0, offset 3
 
-	c, err := s.NewPushConsumer("g", ConsumerOptions{ConsumeFromWhere: ConsumeFromFirstOffset})
-	require.NoError(t, err)
-	defer c.Close()
-	require.NoError(t, c.Subscribe("t", nil))
-	got := make(chan string, 32)
-	require.NoError(t, c.Start(func(_ context.Context, ms []*MessageExt) ConsumeResult {
-		for _, m := range ms {
-			got <- string(m.Body)
-		}
-		return ConsumeSuccess
-	}))
-	seen := map[string]bool{}
-	collect := func(n int) {
-		for len(seen) < n {
-			select {
-			case b := <-got:
-				require.False(t, seen[b], "%s twice", b)
-				seen[b] = true
-			case <-time.After(time.Minute): // bounds a failure only
-				t.Fatalf("delivered %d of %d", len(seen), n)
-			}
-		}
-	}
-	collect(13) // queue 1's ten, and queue 0 up to the damage
+	c, collect := bodyConsumer(t, s, ConsumerOptions{ConsumeFromWhere: ConsumeFromFirstOffset})
+	seen := collect(13) // queue 1's ten, and queue 0 up to the damage
 	require.False(t, seen["body-08"], "delivered past the damage")
 	require.NoError(t, c.Seek("t", 0, 4))
 	collect(19)
@@ -241,5 +200,35 @@ func TestBitRotPushSeek(t *testing.T) {
 		if l.Topic == "t" {
 			require.Zero(t, l.Lag, "queue %d", l.ID)
 		}
+	}
+}
+
+// bodyConsumer starts a push consumer of group g on topic t (closed with
+// the test); collect(n) waits until n distinct bodies were delivered,
+// none twice, and returns them all.
+func bodyConsumer(t *testing.T, s *Store, o ConsumerOptions) (*PushConsumer, func(n int) map[string]bool) {
+	c, err := s.NewPushConsumer("g", o)
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+	require.NoError(t, c.Subscribe("t", nil))
+	got := make(chan string, 32)
+	require.NoError(t, c.Start(func(_ context.Context, ms []*MessageExt) ConsumeResult {
+		for _, m := range ms {
+			got <- string(m.Body)
+		}
+		return ConsumeSuccess
+	}))
+	seen := map[string]bool{}
+	return c, func(n int) map[string]bool {
+		for len(seen) < n {
+			select {
+			case b := <-got:
+				require.False(t, seen[b], "%s twice", b)
+				seen[b] = true
+			case <-time.After(time.Minute): // bounds a failure only
+				t.Fatalf("delivered %d of %d", len(seen), n)
+			}
+		}
+		return seen
 	}
 }

@@ -19,6 +19,9 @@ var (
 	ErrTopicNotFound = errs.ErrTopicNotFound
 	// ErrGroupNotFound: Lag, Offsets or Group named a group never seen.
 	ErrGroupNotFound = errs.ErrGroupNotFound
+	// ErrGroupActive: ResetOffsets or SetOffset of a group that has live
+	// members, or members still stopping.
+	ErrGroupActive = errs.ErrGroupActive
 	// ErrReadOnly: a consumer or an offset write on a Manager opened with
 	// ManagerOptions.ReadOnly.
 	ErrReadOnly = errs.ErrReadOnly

@@ -166,6 +166,9 @@ type group struct {
 		// first saw it.
 		counts map[string]int
 		grown  map[Queue]bool
+		// stopping counts the members that left but whose shutdown has
+		// not finished: their handlers may still commit.
+		stopping int
 	}
 }
 
@@ -303,12 +306,23 @@ func (g *group) subscriptionsChanged(m *member) error {
 	return g.mgr.saveGroups()
 }
 
-// leave unregisters m.
-func (g *group) leave(m *member) {
+// leave unregisters m. If it was registered (true), stopped must follow
+// once m commits no more.
+func (g *group) leave(m *member) bool {
 	g.mu.Lock()
-	if g.mu.members[m.id] == m {
-		delete(g.mu.members, m.id)
+	defer g.mu.Unlock()
+	if g.mu.members[m.id] != m {
+		return false
 	}
+	delete(g.mu.members, m.id)
+	g.mu.stopping++
+	return true
+}
+
+// stopped records that m, which left, no longer commits.
+func (g *group) stopped() {
+	g.mu.Lock()
+	g.mu.stopping--
 	g.mu.Unlock()
 }
 

@@ -93,7 +93,7 @@ func (m *member) shutdown(ctx context.Context) error {
 	if ctx == nil {
 		m.cancel()
 	}
-	m.g.leave(m)
+	left := m.g.leave(m)
 	m.g.rebalance() // the others start waiting for our queues' locks
 	close(m.stop)
 	<-m.loopDone
@@ -107,6 +107,9 @@ func (m *member) shutdown(ctx context.Context) error {
 	}
 	m.teardown()
 	m.setClosed()
+	if left {
+		m.g.stopped()
+	}
 	return errors.Join(err, m.mg.persistOffsets())
 }
 

@@ -21,7 +21,8 @@ import (
 // creates one per Store. It is safe for concurrent use.
 //
 // Lock order: member.startMu, then group.rebalanceMu, Manager.mu,
-// group.mu, member.mu, pq.mu; offsetTable.mu and the work queue's and
+// group.mu, member.mu, pq.mu; persistMu comes after group.mu (an offset
+// reset persists holding it); offsetTable.mu and the work queue's and
 // delayer's mutexes are leaves.
 type Manager struct {
 	st      Store

@@ -58,6 +58,19 @@ func (t *offsetTable) cell(k offsetKey, init int64) *offsetCell {
 	return c
 }
 
+// restore puts k back as it was: value old if it had one, else absent.
+func (t *offsetTable) restore(k offsetKey, old int64, had bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !had {
+		delete(t.cells, k)
+		return
+	}
+	if c := t.cells[k]; c != nil {
+		c.v.Store(old)
+	}
+}
+
 // offsetRecord is one committed offset as persisted and reported.
 type offsetRecord struct {
 	Group    string `json:"group"`

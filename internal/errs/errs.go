@@ -44,6 +44,10 @@ var (
 	// the queue will assign (Kafka's OffsetOutOfRange, RocketMQ's
 	// OFFSET_OVERFLOW_BADLY).
 	ErrOffsetOutOfRange = errors.New("mqlite: offset out of range")
+	// ErrGroupActive: an offset reset of a consumer group that has live
+	// (or still stopping) members, which would overwrite it (Kafka's
+	// NON_EMPTY_GROUP).
+	ErrGroupActive = errors.New("mqlite: consumer group has live members")
 )
 
 // CorruptError locates damaged data. It matches ErrCorrupt.

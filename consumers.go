@@ -29,6 +29,9 @@ type (
 	QueueLag = consumer.QueueLag
 	// GroupInfo describes a consumer group.
 	GroupInfo = consumer.GroupInfo
+	// ConsumerOffset is a group's committed offset on one queue (for a
+	// broadcasting group, one instance's).
+	ConsumerOffset = consumer.QueueOffset
 	// Filter selects the messages of a subscription.
 	Filter = filter.Expression
 )
@@ -91,6 +94,35 @@ func (s *Store) ensureRetryTopic(group string, opts ConsumerOptions) error {
 // ConsumerLag reports, per queue, how far group's committed offsets are
 // behind the queues' ends.
 func (s *Store) ConsumerLag(group string) ([]QueueLag, error) { return s.consumers.Lag(group) }
+
+// ConsumerOffsets returns group's committed offsets: the next offset it
+// consumes on each queue it has committed on.
+func (s *Store) ConsumerOffsets(group string) ([]ConsumerOffset, error) {
+	return s.consumers.Offsets(group)
+}
+
+// ResetConsumerOffsets moves group's committed offsets on every queue of
+// topic to the first message stored at or after t, and returns them: a
+// zero t replays everything the store still has, a t in the future skips
+// the backlog. The group must have no running consumer (ErrGroupActive);
+// running push consumers reposition with Seek or SeekToTime. It is
+// RocketMQ's resetOffsetByTime; see consumer.Manager.ResetOffsets.
+func (s *Store) ResetConsumerOffsets(group, topic string, t time.Time) ([]ConsumerOffset, error) {
+	if err := s.writable("reset consumer offsets"); err != nil {
+		return nil, err
+	}
+	return s.consumers.ResetOffsets(group, topic, t)
+}
+
+// SetConsumerOffset sets group's committed offset on one queue, which
+// must lie in the queue's [MinOffset, MaxOffset]; the group must have no
+// running consumer (ErrGroupActive).
+func (s *Store) SetConsumerOffset(group, topic string, queue int, offset int64) error {
+	if err := s.writable("set consumer offset"); err != nil {
+		return err
+	}
+	return s.consumers.SetOffset(group, topic, queue, offset)
+}
 
 // ConsumerGroups describes every consumer group, live or persisted.
 func (s *Store) ConsumerGroups() []GroupInfo { return s.consumers.Groups() }

@@ -40,6 +40,10 @@ var (
 	ErrFlowControl = errs.ErrFlowControl
 	// ErrGroupNotFound: no such consumer group.
 	ErrGroupNotFound = errs.ErrGroupNotFound
+	// ErrGroupActive: ResetConsumerOffsets or SetConsumerOffset of a
+	// group with live consumers (or consumers still shutting down); close
+	// them first, or Seek them.
+	ErrGroupActive = errs.ErrGroupActive
 	// ErrReadOnly: a call that writes (a send, a producer or consumer, a
 	// topic change, retention, a check-back round) on a Store opened with
 	// Options.ReadOnly.

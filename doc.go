@@ -24,7 +24,9 @@
 // push consumers run handlers on a bounded pool, concurrently or one call
 // per queue at a time (Orderly); pull consumers Poll. Subscriptions filter
 // by tag or SQL92 (package filter) inside the store. Committed offsets
-// persist; delivery is at least once. ConsumerOptions.ReuseMessages
+// persist; delivery is at least once. A running consumer repositions with
+// Seek or SeekToTime; a stopped group is moved with
+// Store.ResetConsumerOffsets (to a time) or SetConsumerOffset. ConsumerOptions.ReuseMessages
 // recycles consumed messages' memory (a drain then allocates almost
 // nothing), at the price of messages that live only until the handler
 // returns or the next Poll: Clone what you keep.

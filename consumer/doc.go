@@ -71,7 +71,12 @@
 // starts where ConsumeFromWhere says, and that start is committed at once.
 // After a crash delivery resumes from the last persisted offsets: messages
 // consumed after the last write are delivered again (at-least-once), none
-// is skipped. Group configs and subscriptions are kept in GroupsFile.
+// is skipped. A group with no members can be moved as a whole:
+// Manager.ResetOffsets sets every queue of a topic to a time (RocketMQ's
+// resetOffsetByTime, Kafka's reset-offsets to a datetime), SetOffset one
+// queue to an offset; while any member runs or is still shutting down
+// they fail with ErrGroupActive. Group configs and subscriptions are kept
+// in GroupsFile.
 // format.go describes both files' frame (magic, version, length, CRC32-C,
 // JSON body).
 //

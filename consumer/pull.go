@@ -305,17 +305,25 @@ func (c *PullConsumer) Seek(topic string, queue int, offset int64) error {
 
 // checkSeek says why offset is not a position of p's queue, if it is not.
 func (p *pq) checkSeek(offset int64) error {
-	st := p.m.st
-	minOff, err := st.MinOffset(p.q.Topic, p.q.ID)
+	if err := checkPosition(p.m.st, p.q, offset); err != nil {
+		return fmt.Errorf("mqlite/consumer: seek: %w", err)
+	}
+	return nil
+}
+
+// checkPosition says why offset lies outside q's [min, max] offsets, if it
+// does (ErrInvalidArgument).
+func checkPosition(st Store, q Queue, offset int64) error {
+	minOff, err := st.MinOffset(q.Topic, q.ID)
 	if err != nil {
 		return err
 	}
-	maxOff, err := st.MaxOffset(p.q.Topic, p.q.ID)
+	maxOff, err := st.MaxOffset(q.Topic, q.ID)
 	if err != nil {
 		return err
 	}
 	if offset < minOff || offset > maxOff {
-		return fmt.Errorf("mqlite/consumer: seek %s to %d outside [%d, %d]: %w", p.q, offset, minOff, maxOff, ErrInvalidArgument)
+		return fmt.Errorf("%s offset %d outside [%d, %d]: %w", q, offset, minOff, maxOff, ErrInvalidArgument)
 	}
 	return nil
 }

@@ -52,17 +52,8 @@ func (mg *Manager) SetOffset(group, topic string, queue int, offset int64) error
 	if queue < 0 || queue >= n {
 		return fmt.Errorf("mqlite/consumer: set offset of group %s: topic %s has no queue %d (it has %d): %w", group, topic, queue, n, ErrInvalidArgument)
 	}
-	minOff, err := mg.st.MinOffset(topic, queue)
-	if err != nil {
-		return err
-	}
-	maxOff, err := mg.st.MaxOffset(topic, queue)
-	if err != nil {
-		return err
-	}
-	if offset < minOff || offset > maxOff {
-		return fmt.Errorf("mqlite/consumer: set offset of group %s on %s to %d outside [%d, %d]: %w",
-			group, Queue{topic, queue}, offset, minOff, maxOff, ErrInvalidArgument)
+	if err := checkPosition(mg.st, Queue{topic, queue}, offset); err != nil {
+		return fmt.Errorf("mqlite/consumer: set offset of group %s: %w", group, err)
 	}
 	_, err = mg.setOffsets(group, topic, n, func(q int) (int64, bool) { return offset, q == queue })
 	return err

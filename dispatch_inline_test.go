@@ -14,7 +14,28 @@ import (
 
 	"github.com/mqlite/mqlite/clock"
 	"github.com/mqlite/mqlite/internal/vfs"
+	"github.com/mqlite/mqlite/topic"
 )
+
+// waitTimersWaiting waits until the timer service that Open started waits
+// on its own queue, so past its first wait for the CommitLog as of then to
+// be dispatched (indexedNow): begun after a test's put, that wait is a
+// woken reader to the dispatch, which then yields to it.
+func waitTimersWaiting(t *testing.T, s *Store) {
+	t.Helper()
+	q, err := s.disp.cq.Queue(topic.Timer, 0, true)
+	require.NoError(t, err)
+	waitFor(t, "the timer service to wait on its queue", func() bool {
+		s.disp.mu.Lock()
+		defer s.disp.mu.Unlock()
+		for k := range s.disp.mu.waiters {
+			if k.q == q {
+				return true
+			}
+		}
+		return false
+	})
+}
 
 // waitLoopAsleep waits until the dispatcher loop has parked (it does so
 // once it finds nothing to dispatch).
@@ -209,6 +230,7 @@ func TestDispatchYieldsToWokenReader(t *testing.T) {
 			fs, dir := md.fs(t)
 			s := openMode(t, md, fs, dir)
 			defer s.Close()
+			waitTimersWaiting(t, s)
 			require.NoError(t, s.CreateTopic("orders", TopicConfig{Queues: 1}))
 			q, err := s.cqueue("orders", 0)
 			require.NoError(t, err)
@@ -288,6 +310,7 @@ func TestSyncDispatchLetsReleasedSendersGoFirst(t *testing.T) {
 			fs, dir := tc.md.fs(t)
 			s := openMode(t, tc.md, fs, dir)
 			defer s.Close()
+			waitTimersWaiting(t, s)
 			var calls atomic.Int64
 			s.disp.run.Lock()
 			s.disp.gosched = func() { calls.Add(1) }

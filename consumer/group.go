@@ -425,7 +425,7 @@ func (g *group) tryLock(p *pq, now time.Time) bool {
 		live := h.mu.state == pqActive ||
 			h.mu.state == pqDraining && now.Sub(h.mu.dropAt) < g.mgr.o.LockExpiry
 		if !live {
-			h.mu.revoked = true
+			h.revoked.Store(true)
 		}
 		h.mu.Unlock()
 		if live {

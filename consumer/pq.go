@@ -48,12 +48,17 @@ type pq struct {
 	// Their sum is the number of the pq's tokens on the queue.
 	tokens atomic.Uint64
 
+	// revoked is set, under mu, when the queue's lock was taken over or
+	// its offset reset: what the pq still consumes is not committed, so a
+	// worker part way through a run stops there (it reads it between
+	// calls, without the lock).
+	revoked atomic.Bool
+
 	mu struct {
 		sync.Mutex
-		state   pqState
-		dropAt  time.Time // when it started draining (lock expiry)
-		revoked bool      // lock taken over: commits are ignored
-		cancel  context.CancelFunc
+		state  pqState
+		dropAt time.Time // when it started draining (lock expiry)
+		cancel context.CancelFunc
 
 		next  int64    // fetch position: the offset after the last entry examined
 		gen   uint64   // bumped by Seek: results of older pulls are discarded
@@ -64,7 +69,8 @@ type pq struct {
 		cachedN     int     // messages fetched and not yet consumed / polled
 		cachedBytes int64
 
-		running   int  // handler calls in progress
+		backlog   bool // the last pull returned all it asked for (see takeRunLocked)
+		running   int  // batches taken for handler calls and not yet settled
 		consuming bool // orderly: a task for this queue is queued, running or suspended
 		attempts  int  // orderly: failures of the head batch
 
@@ -129,7 +135,7 @@ func (p *pq) isPending() bool {
 func (p *pq) isActive() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.mu.state == pqActive && !p.mu.revoked
+	return p.mu.state == pqActive && !p.revoked.Load()
 }
 
 // activate starts fetching at off. False if the pq was dropped meanwhile.
@@ -199,12 +205,12 @@ func (p *pq) release() {
 }
 
 // consumableLocked says handler calls may start on this queue.
-func (p *pq) consumableLocked() bool { return p.mu.state == pqActive && !p.mu.revoked }
+func (p *pq) consumableLocked() bool { return p.mu.state == pqActive && !p.revoked.Load() }
 
 // storeLocked stores off as the committed offset, unless the lock was
 // taken over.
 func (p *pq) storeLocked(off int64) {
-	if p.cell != nil && !p.mu.revoked {
+	if p.cell != nil && !p.revoked.Load() {
 		p.cell.v.Store(off)
 	}
 }
@@ -334,7 +340,7 @@ func (p *pq) fetch(ctx context.Context) {
 		}
 		switch {
 		case err == nil:
-			p.deliver(gen, msgs, max(next, lastOffset(msgs)+1))
+			p.deliver(gen, msgs, max(next, lastOffset(msgs)+1), len(msgs) == n)
 		case interrupted: // by Seek
 		case errors.Is(err, ErrClosed):
 			m.log.Warn("mqlite/consumer: store closed; fetching stopped", "queue", p.q.String())
@@ -343,7 +349,7 @@ func (p *pq) fetch(ctx context.Context) {
 			// The messages before the entry that failed (a damaged record)
 			// are good: deliver them; the next Pull starts at that entry and
 			// fails there, with nothing else to lose.
-			p.deliver(gen, msgs, max(next, lastOffset(msgs)+1))
+			p.deliver(gen, msgs, max(next, lastOffset(msgs)+1), false)
 			p.setFetchErr(err)
 		case errors.Is(err, ErrNotFound):
 			p.setFetchErr(err)
@@ -442,8 +448,9 @@ func (p *pq) moveLocked(next int64) {
 }
 
 // deliver adds a pull's result to the cache and hands it on: tokens on the
-// work queue (push) or a wake-up of Poll (pull).
-func (p *pq) deliver(gen uint64, msgs []*message.MessageExt, next int64) {
+// work queue (push) or a wake-up of Poll (pull). full says the pull
+// returned all it asked for, so the store likely holds more.
+func (p *pq) deliver(gen uint64, msgs []*message.MessageExt, next int64, full bool) {
 	m := p.m
 	if p.sub.retry {
 		for _, msg := range msgs {
@@ -466,6 +473,7 @@ func (p *pq) deliver(gen uint64, msgs []*message.MessageExt, next int64) {
 	}
 	p.mu.msgs.add(msgs)
 	p.mu.next = next
+	p.mu.backlog = full
 	p.mu.fetchErr = nil
 	m.stats.fetched.Add(int64(len(msgs)))
 	tokens := 0
@@ -604,15 +612,7 @@ func (t *tracker) push(off int64) {
 // ack marks off done and drops the done prefix.
 func (t *tracker) ack(off int64) {
 	e := t.ents[t.head:]
-	lo, hi := 0, len(e)
-	for lo < hi {
-		mid := int(uint(lo+hi) >> 1)
-		if e[mid].off < off {
-			lo = mid + 1
-		} else {
-			hi = mid
-		}
-	}
+	lo := t.find(e, off)
 	if lo == len(e) || e[lo].off != off || e[lo].done {
 		return
 	}
@@ -628,6 +628,28 @@ func (t *tracker) ack(off int64) {
 		n := copy(t.ents, t.ents[t.head:])
 		t.ents, t.head = t.ents[:n], 0
 	}
+}
+
+// find is the index of the first entry of e at or after off. Without a
+// filter the fetched offsets are dense, so off's entry is usually where
+// its distance from the first one says; otherwise it is a binary search.
+func (t *tracker) find(e []trackEnt, off int64) int {
+	if len(e) == 0 {
+		return 0
+	}
+	if d := off - e[0].off; d >= 0 && d < int64(len(e)) && e[d].off == off {
+		return int(d)
+	}
+	lo, hi := 0, len(e)
+	for lo < hi {
+		mid := int(uint(lo+hi) >> 1)
+		if e[mid].off < off {
+			lo = mid + 1
+		} else {
+			hi = mid
+		}
+	}
+	return lo
 }
 
 // front is the lowest offset not acked.

@@ -54,7 +54,7 @@ func (m *member) reset(p *pq, offset int64) error {
 	m.rebuildListLocked()
 	m.mu.Unlock()
 	p.cell.v.Store(offset)
-	p.mu.revoked = true // what it still consumes is not committed
+	p.revoked.Store(true) // what it still consumes is not committed
 	p.mu.Unlock()
 	p.drop()
 	m.recMu.Unlock()

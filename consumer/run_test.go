@@ -1,0 +1,157 @@
+package consumer
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"testing"
+	"testing/synctest"
+
+	"github.com/mqlite/mqlite/clock"
+	"github.com/mqlite/mqlite/message"
+)
+
+// runRecorder is a handler for the run tests: every call waits for gate
+// (or its ctx), then records its offsets.
+type runRecorder struct {
+	gate chan struct{}
+	mu   sync.Mutex
+	offs []int64
+}
+
+func newRunRecorder() *runRecorder { return &runRecorder{gate: make(chan struct{})} }
+
+func (r *runRecorder) handle(ctx context.Context, msgs []*message.MessageExt) ConsumeResult {
+	select {
+	case <-r.gate:
+	case <-ctx.Done():
+		return ReconsumeLater
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, m := range msgs {
+		r.offs = append(r.offs, m.QueueOffset)
+	}
+	return ConsumeSuccess
+}
+
+func (r *runRecorder) sorted() []int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Sorted(slices.Values(r.offs))
+}
+
+// startRuns starts a push consumer with two goroutines on a queue with a
+// backlog of 100, more than it caches (so its pulls are full, and each
+// goroutine takes a run of batches), and waits until both goroutines are
+// in their first call.
+func startRuns(t *testing.T, e *envC, r *runRecorder) *PushConsumer {
+	t.Helper()
+	e.st.createTopic("t", 1)
+	e.st.putMany("t", 100, "m")
+	c := e.push("g", Options{Goroutines: 2, QueueCacheCount: 40, ConsumeFromWhere: ConsumeFromFirstOffset}, "t", r.handle)
+	synctest.Wait()
+	if s := c.Stats(); s.Fetched < 32 || s.Consumed != 0 {
+		t.Fatalf("stats before the gate opened: %+v", s)
+	}
+	return c
+}
+
+// A run taken before its queue is dropped (here by Shutdown) is consumed
+// whole: stopping part way would leave its later batches below messages
+// the other goroutine consumed, so the commit would stop there and the
+// next owner would get those messages again.
+func TestPushRunFinishesWhenQueueDropped(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnvNoCleanup(t, clock.Real)
+		defer e.close()
+		r := newRunRecorder()
+		c := startRuns(t, e, r)
+		done := make(chan error, 1)
+		go func() { done <- c.Shutdown(context.Background()) }()
+		synctest.Wait()
+		close(r.gate)
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		got := r.sorted()
+		// Both runs finished after Shutdown began: more than the two calls
+		// that were running then.
+		if len(got) <= 2 {
+			t.Fatalf("consumed %v: the runs did not finish", got)
+		}
+		committed := e.committed("g", "", "t", 0)
+		if int64(len(got)) != committed || got[len(got)-1] != committed-1 {
+			t.Fatalf("consumed %v, committed %d: want exactly the offsets below the commit", got, committed)
+		}
+		if err := c.Close(); err != nil {
+			t.Fatal(err)
+		}
+
+		// The next consumer gets the rest, nothing twice.
+		r2 := newRunRecorder()
+		close(r2.gate)
+		c2 := e.push("g", Options{}, "t", r2.handle)
+		synctest.Wait()
+		if all := slices.Sorted(slices.Values(append(got, r2.sorted()...))); !slices.Equal(all, seq(0, 100)) {
+			t.Fatalf("the two consumers consumed %v, want 0..99 once each", all)
+		}
+		if err := c2.Close(); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// A run stops when its queue is revoked (reset by Seek): the rest of it
+// belongs to the old position and is not delivered.
+func TestPushRunStopsWhenRevoked(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnvNoCleanup(t, clock.Real)
+		defer e.close()
+		r := newRunRecorder()
+		c := startRuns(t, e, r)
+		if err := c.Seek("t", 0, 50); err != nil {
+			t.Fatal(err)
+		}
+		close(r.gate)
+		synctest.Wait()
+		got := r.sorted()
+		// The two calls running at the Seek (offset 0 and one more below
+		// 50), then 50..99 once each.
+		if len(got) != 52 || got[0] != 0 || got[1] >= 50 || !slices.Equal(got[2:], seq(50, 100)) {
+			t.Fatalf("delivered %v, want 0, one more offset below 50, then 50..99", got)
+		}
+		if err := c.Close(); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// Close stops a run at once: the calls running end through their ctx and
+// no later batch of the run starts.
+func TestPushRunStopsAtClose(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnvNoCleanup(t, clock.Real)
+		defer e.close()
+		c := startRuns(t, e, newRunRecorder())
+		if err := c.Close(); err != nil {
+			t.Fatal(err)
+		}
+		s := c.Stats()
+		if s.Failed != 2 || s.Consumed != 0 {
+			t.Fatalf("after Close: %d failed, %d consumed; want the 2 running calls failed and no other call", s.Failed, s.Consumed)
+		}
+		if off := e.committed("g", "", "t", 0); off > 0 {
+			t.Fatalf("committed %d with nothing consumed", off)
+		}
+	})
+}
+
+// seq is from..to-1.
+func seq(from, to int64) []int64 {
+	var out []int64
+	for i := from; i < to; i++ {
+		out = append(out, i)
+	}
+	return out
+}

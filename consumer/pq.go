@@ -44,7 +44,7 @@ type pq struct {
 
 	// tokens counts the pq's tokens on the work queue: the low 32 bits
 	// those no worker claimed yet, the high 32 bits those a worker claimed
-	// while finishing a batch (claimNext) and that are still on the queue.
+	// while finishing a batch (claim) and that are still on the queue.
 	// Their sum is the number of the pq's tokens on the queue.
 	tokens atomic.Uint64
 
@@ -81,43 +81,48 @@ type pq struct {
 	}
 }
 
-const claimedToken = 1 << 32 // one token claimed by claimNext, in pq.tokens
+const claimedToken = 1 << 32 // one token claimed by claim, in pq.tokens
 
 // addTokens counts n new tokens of p (before they are put on the queue).
 func (p *pq) addTokens(n int) { p.tokens.Add(uint64(n)) }
 
-// claimNext claims one of p's tokens for a worker that goes on with p's
-// next batch; false if no unclaimed token is left. The token stays on the
-// queue: popToken drops it, and the earliest of p's tokens on the queue
-// are the ones dropped, so p does not move ahead of other queues.
-func (p *pq) claimNext() bool {
+// claim claims up to k of p's tokens for a worker that goes on with p's
+// next batches, and returns how many it claimed (as many as are not
+// claimed yet, at most k). The tokens stay on the queue: popTokens drops
+// them, and the earliest of p's tokens on the queue are the ones dropped,
+// so p does not move ahead of other queues.
+func (p *pq) claim(k int) int {
 	for {
 		t := p.tokens.Load()
-		if uint32(t) == 0 {
-			return false
+		c := min(uint64(k), uint64(uint32(t)))
+		if c == 0 {
+			return 0
 		}
-		if p.tokens.CompareAndSwap(t, t-1+claimedToken) {
-			return true
+		if p.tokens.CompareAndSwap(t, t-c+c*claimedToken) {
+			return int(c)
 		}
 	}
 }
 
-// popToken accounts for one of p's tokens taken off the queue: true if it
-// is to be consumed, false if claimNext claimed it already.
-func (p *pq) popToken() bool {
+// claimNext is claim(1).
+func (p *pq) claimNext() bool { return p.claim(1) == 1 }
+
+// popTokens accounts for n of p's tokens at the head of the queue: the
+// claimed ones among them are dropped, and then one more is taken if any
+// is left (take). used is how many of the n it accounted for.
+func (p *pq) popTokens(n int) (used int, take bool) {
 	for {
 		t := p.tokens.Load()
-		var n uint64
-		switch {
-		case t >= claimedToken:
-			n = t - claimedToken
-		case t > 0:
-			n = t - 1
-		default:
-			return false // not counted; cannot happen
+		d := min(uint64(n), t/claimedToken)
+		u, next := d, t-d*claimedToken
+		if d < uint64(n) && uint32(next) > 0 {
+			u, next = d+1, next-1
 		}
-		if p.tokens.CompareAndSwap(t, n) {
-			return t < claimedToken
+		if u == 0 {
+			return n, false // not counted; cannot happen
+		}
+		if p.tokens.CompareAndSwap(t, next) {
+			return int(u), u > d
 		}
 	}
 }

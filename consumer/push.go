@@ -389,17 +389,17 @@ func (m *member) takeRunLocked(p *pq, run [][]*message.MessageExt, claim bool) i
 	if len(run) == 0 || !p.consumableLocked() || (claim && !p.claimNext()) {
 		return 0
 	}
-	n := 0
-	for n < len(run) {
-		if n > 0 && (!p.mu.backlog || p.mu.msgs.len() < m.o.Goroutines*m.o.ConsumeBatchSize || !p.claimNext()) {
+	if run[0] = m.takeLocked(p); run[0] == nil {
+		return 0
+	}
+	n, more := 1, 0
+	if bs, spare := m.o.ConsumeBatchSize, p.mu.msgs.len()-m.o.Goroutines*m.o.ConsumeBatchSize; p.mu.backlog && spare >= 0 {
+		more = p.claim(min(len(run)-1, spare/bs+1))
+	}
+	for ; n <= more; n++ {
+		if run[n] = m.takeLocked(p); run[n] == nil {
 			break
 		}
-		batch := m.takeLocked(p)
-		if batch == nil {
-			break
-		}
-		run[n] = batch
-		n++
 	}
 	return n
 }

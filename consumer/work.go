@@ -15,20 +15,27 @@ import (
 // simply never taken. It is unbounded, but its length is bounded by the
 // per-queue cache limits (at most one token per cached batch, one per
 // orderly queue). The tokens of a pq are interchangeable: a worker
-// finishing a batch may claim one without taking it off the FIFO, and pop
-// then drops the pq's earliest token (see pq.tokens).
+// finishing a batch may claim some without taking them off the FIFO, and
+// pop then drops the pq's earliest tokens (see pq.tokens). Tokens pushed
+// together are one entry.
 type workQueue struct {
 	signal chan struct{} // cap 1: a token may be waiting (see wake)
 	quit   chan struct{}
 	mu     struct {
 		sync.Mutex
-		items []*pq
+		items []tokenRun
 		head  int
 		// waking: a wake-up was sent that no worker has acted on yet
 		// (it is in signal, or a worker has it and has not yet taken
 		// the lock). Until one does, wake sends no other.
 		waking bool
 	}
+}
+
+// tokenRun is n consecutive tokens of p on the work queue.
+type tokenRun struct {
+	p *pq
+	n int
 }
 
 func newWorkQueue() *workQueue {
@@ -42,8 +49,10 @@ func (w *workQueue) push(p *pq, n int) {
 	}
 	p.addTokens(n)
 	w.mu.Lock()
-	for range n {
-		w.mu.items = append(w.mu.items, p)
+	if k := len(w.mu.items); k > w.mu.head && w.mu.items[k-1].p == p {
+		w.mu.items[k-1].n += n
+	} else {
+		w.mu.items = append(w.mu.items, tokenRun{p, n})
 	}
 	send := w.wakeLocked()
 	w.mu.Unlock()
@@ -74,7 +83,7 @@ func (w *workQueue) wakeLocked() bool {
 
 // pop takes the next token, or blocks until there is one; false once the
 // queue is closed. Tokens a worker already claimed for its queue (see
-// pq.claimNext) are dropped on the way.
+// pq.claim) are dropped on the way.
 func (w *workQueue) pop() (*pq, bool) {
 	woken := false
 	for {
@@ -83,16 +92,21 @@ func (w *workQueue) pop() (*pq, bool) {
 			w.mu.waking, woken = false, false
 		}
 		for w.mu.head < len(w.mu.items) {
-			p := w.mu.items[w.mu.head]
-			w.mu.items[w.mu.head] = nil
-			w.mu.head++
+			it := &w.mu.items[w.mu.head]
+			p := it.p
+			used, take := p.popTokens(it.n)
+			if it.n -= used; it.n == 0 {
+				*it = tokenRun{}
+				w.mu.head++
+			}
 			if w.mu.head == len(w.mu.items) {
 				w.mu.items, w.mu.head = w.mu.items[:0], 0
 			} else if w.mu.head > 1024 && w.mu.head > len(w.mu.items)/2 {
 				n := copy(w.mu.items, w.mu.items[w.mu.head:])
+				clear(w.mu.items[n:])
 				w.mu.items, w.mu.head = w.mu.items[:n], 0
 			}
-			if p.popToken() {
+			if take {
 				send := w.mu.head < len(w.mu.items) && w.wakeLocked()
 				w.mu.Unlock()
 				if send {

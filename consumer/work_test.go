@@ -84,3 +84,47 @@ func TestWorkQueueOneWakeUpInFlight(t *testing.T) {
 		}
 	}
 }
+
+// Tokens pushed together for one queue are one entry; tokens a worker
+// claimed are dropped from the queue's earliest entries, so the queue
+// keeps its place behind the others; every token is accounted for once.
+func TestWorkQueueClaimedTokens(t *testing.T) {
+	w := newWorkQueue()
+	defer w.close()
+	a, b := &pq{}, &pq{}
+	w.push(a, 3)
+	w.push(a, 2) // merges with a's entry: 5 tokens
+	w.push(b, 2)
+	w.push(a, 1)
+	if n := len(w.mu.items); n != 3 {
+		t.Fatalf("%d entries, want 3 (a 5, b 2, a 1)", n)
+	}
+	if got, ok := w.pop(); !ok || got != a {
+		t.Fatalf("first pop = %p, want a", got)
+	}
+	// The worker goes on with a and asks for 6 more tokens: it gets the
+	// 5 a has left (4 in the first entry, 1 in the last).
+	if n := a.claim(6); n != 5 {
+		t.Fatalf("claimed %d of a's tokens, want the 5 left", n)
+	}
+	if a.claimNext() {
+		t.Fatal("claimed a token of a with none unclaimed")
+	}
+	// The claimed tokens are dropped on the way: b is next, twice.
+	for range 2 {
+		if got, ok := w.pop(); !ok || got != b {
+			t.Fatalf("pop = %p, want b", got)
+		}
+	}
+	if w.mu.head != len(w.mu.items)-1 || a.tokens.Load() != claimedToken {
+		t.Fatalf("after b's tokens: head %d of %d entries, a's tokens %#x (want one claimed, in the last entry)",
+			w.mu.head, len(w.mu.items), a.tokens.Load())
+	}
+	w.push(b, 1)
+	if got, ok := w.pop(); !ok || got != b {
+		t.Fatalf("pop = %p, want b (a's last token is claimed)", got)
+	}
+	if a.tokens.Load() != 0 || b.tokens.Load() != 0 || len(w.mu.items) != 0 {
+		t.Fatalf("tokens left: a %#x, b %#x, %d entries", a.tokens.Load(), b.tokens.Load(), len(w.mu.items))
+	}
+}

@@ -341,8 +341,8 @@ const concurrentBatchesPerTask = 32
 // under one lock and consumes one handler call after another before it
 // settles them under the next lock. With small batches the lock, the
 // commit and the wake-up of the fetcher cost more than the handler call,
-// so a run shares them (with batches of 1, 7% more messages a second in
-// BenchmarkConsume, 13% with ReuseMessages). See takeRunLocked for when a
+// so a run shares them (with batches of 1, 6% more messages a second in
+// BenchmarkConsume, 23% with ReuseMessages). See takeRunLocked for when a
 // run is longer than one batch.
 const concurrentRunMax = 8
 

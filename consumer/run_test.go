@@ -41,6 +41,17 @@ func (r *runRecorder) sorted() []int64 {
 	return slices.Sorted(slices.Values(r.offs))
 }
 
+// withRuns runs fn in a synctest bubble on a new env with the consumer
+// startRuns started, its handler r.handle.
+func withRuns(t *testing.T, fn func(t *testing.T, e *envC, r *runRecorder, c *PushConsumer)) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnvNoCleanup(t, clock.Real)
+		defer e.close()
+		r := newRunRecorder()
+		fn(t, e, r, startRuns(t, e, r))
+	})
+}
+
 // startRuns starts a push consumer with two goroutines on a queue with a
 // backlog of 100, more than it caches (so its pulls are full, and each
 // goroutine takes a run of batches), and waits until both goroutines are
@@ -62,11 +73,7 @@ func startRuns(t *testing.T, e *envC, r *runRecorder) *PushConsumer {
 // the other goroutine consumed, so the commit would stop there and the
 // next owner would get those messages again.
 func TestPushRunFinishesWhenQueueDropped(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		e := newEnvNoCleanup(t, clock.Real)
-		defer e.close()
-		r := newRunRecorder()
-		c := startRuns(t, e, r)
+	withRuns(t, func(t *testing.T, e *envC, r *runRecorder, c *PushConsumer) {
 		done := make(chan error, 1)
 		go func() { done <- c.Shutdown(context.Background()) }()
 		synctest.Wait()
@@ -105,11 +112,7 @@ func TestPushRunFinishesWhenQueueDropped(t *testing.T) {
 // A run stops when its queue is revoked (reset by Seek): the rest of it
 // belongs to the old position and is not delivered.
 func TestPushRunStopsWhenRevoked(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		e := newEnvNoCleanup(t, clock.Real)
-		defer e.close()
-		r := newRunRecorder()
-		c := startRuns(t, e, r)
+	withRuns(t, func(t *testing.T, e *envC, r *runRecorder, c *PushConsumer) {
 		if err := c.Seek("t", 0, 50); err != nil {
 			t.Fatal(err)
 		}
@@ -130,10 +133,7 @@ func TestPushRunStopsWhenRevoked(t *testing.T) {
 // Close stops a run at once: the calls running end through their ctx and
 // no later batch of the run starts.
 func TestPushRunStopsAtClose(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		e := newEnvNoCleanup(t, clock.Real)
-		defer e.close()
-		c := startRuns(t, e, newRunRecorder())
+	withRuns(t, func(t *testing.T, e *envC, _ *runRecorder, c *PushConsumer) {
 		if err := c.Close(); err != nil {
 			t.Fatal(err)
 		}

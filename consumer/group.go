@@ -410,7 +410,8 @@ func (g *group) grownQueue(q Queue) bool {
 }
 
 // tryLock gives q's lock to p, unless a live holder keeps it: a holder that
-// still owns the queue, or one draining it for less than LockExpiry. An
+// still owns the queue (active, or pending: it took the lock and is finding
+// its start offset), or one draining it for less than LockExpiry. An
 // expired holder is revoked (its later commits are ignored). Broadcasting
 // and manually assigned queues need no lock.
 func (g *group) tryLock(p *pq, now time.Time) bool {
@@ -422,7 +423,10 @@ func (g *group) tryLock(p *pq, now time.Time) bool {
 	h := g.mu.locks[p.q]
 	if h != nil && h != p {
 		h.mu.Lock()
-		live := h.mu.state == pqActive ||
+		// A pending holder is live too: revoked between taking the lock
+		// and starting, it went on to start with no fetcher (it may not
+		// consume) and kept the queue from its member for good.
+		live := h.mu.state == pqActive || h.mu.state == pqPending ||
 			h.mu.state == pqDraining && now.Sub(h.mu.dropAt) < g.mgr.o.LockExpiry
 		if !live {
 			h.revoked.Store(true)

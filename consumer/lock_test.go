@@ -156,3 +156,36 @@ func TestRebalanceTickPicksUpNewQueues(t *testing.T) {
 		}
 	})
 }
+
+// A queue's lock taken by a member that is still finding the queue's start
+// offset (its pq pending) is not free for another member: taking it over
+// then left the first one active with no fetcher, holding the queue for
+// good (TestClusteringAtLeastOnceWhenAMemberDies hung on it about once in
+// 40 runs). Once that pq is released, the lock is free.
+func TestLockHeldWhileStarting(t *testing.T) {
+	e := newEnv(t, nil)
+	e.st.createTopic("t", 1)
+	noop := func(context.Context, []*message.MessageExt) ConsumeResult { return ConsumeSuccess }
+	a := e.push("g", Options{InstanceName: "a"}, "t", noop)
+	b := e.push("g", Options{InstanceName: "b"}, "t", noop)
+	g := e.mg.mu.groups["g"]
+	q := Queue{"other", 0} // no member holds it
+	now := e.clk.Now()
+	starting := newPQ(a.m, q, &subscription{topic: q.Topic})
+	if !g.tryLock(starting, now) {
+		t.Fatal("a free lock was refused")
+	}
+	late := newPQ(b.m, q, &subscription{topic: q.Topic})
+	if g.tryLock(late, now) {
+		t.Fatal("b took the lock of a queue a is starting")
+	}
+	if starting.revoked.Load() || g.lockHolder(q) != "a" {
+		t.Fatalf("revoked %v, holder %q: a must keep the lock", starting.revoked.Load(), g.lockHolder(q))
+	}
+	starting.mu.Lock()
+	starting.mu.state = pqReleased // dropped before it started
+	starting.mu.Unlock()
+	if !g.tryLock(late, now) || g.lockHolder(q) != "b" {
+		t.Fatalf("the lock of a released queue was not taken over (holder %q)", g.lockHolder(q))
+	}
+}

@@ -248,6 +248,13 @@ type runSlot struct {
 	seenSeq uint64
 	seenAt  time.Time
 
+	// longCalls: the worker's last timed run took runCallMax or more a
+	// call, so it takes batches one at a time (see takeRunLocked); runs
+	// counts its runs, of which it times one in runTimeEvery while calls
+	// are short, and every one while they are long. Worker only.
+	longCalls bool
+	runs      uint32
+
 	_ [64]byte // keep the next worker's slot off this cache line
 }
 
@@ -346,6 +353,18 @@ const concurrentBatchesPerTask = 32
 // run is longer than one batch.
 const concurrentRunMax = 8
 
+// runCallMax is the time a call may take, on average over a run, for the
+// worker to go on taking runs. Next to calls that long, what a run saves
+// (about 0.1 µs a batch) is noise, and a long call holds back the rest of
+// its run. Timing costs two clock reads, about as much as the run saves
+// with batches of 1, so while its calls are short a worker times one run
+// in runTimeEvery: a handler that turns slow takes at most that many
+// runs to be seen.
+const (
+	runCallMax   = 20 * time.Microsecond
+	runTimeEvery = 8
+)
+
 // consumeConcurrent takes a run of p's batches (local redeliveries first)
 // and consumes them, then, while p has batches announced and not yet
 // taken, more runs, up to concurrentBatchesPerTask batches in all.
@@ -353,12 +372,19 @@ func (m *member) consumeConcurrent(p *pq, slot int) {
 	if m.ctx.Err() != nil { // closing: the tokens left start nothing
 		return
 	}
+	rs := &m.slots[slot]
 	var run [concurrentRunMax][]*message.MessageExt
 	var res [concurrentRunMax]ConsumeResult
 	p.mu.Lock()
-	n := m.takeRunLocked(p, run[:], false)
+	n := m.takeRunLocked(p, run[:], false, !rs.longCalls)
 	p.mu.Unlock()
 	for done := 0; n > 0; {
+		timed := rs.longCalls || rs.runs%runTimeEvery == 0
+		rs.runs++
+		var t0 time.Time
+		if timed {
+			t0 = m.clk.Now()
+		}
 		called := 0
 		for ; called < n; called++ {
 			// The rest of a run is consumed even when the queue is
@@ -371,21 +397,26 @@ func (m *member) consumeConcurrent(p *pq, slot int) {
 			}
 			res[called] = m.call(slot, run[called])
 		}
+		if timed {
+			rs.longCalls = m.clk.Now().Sub(t0) >= time.Duration(called)*runCallMax
+		}
 		done += n
-		n = m.finishRun(p, run[:n], res[:called], run[:min(concurrentRunMax, concurrentBatchesPerTask-done)])
+		n = m.finishRun(p, run[:n], res[:called], run[:min(concurrentRunMax, concurrentBatchesPerTask-done)], !rs.longCalls)
 	}
 }
 
 // takeRunLocked fills run with p's next batches, claiming a token for
 // each (the first one's token is the caller's: it was popped, or claimed
 // when claim is true), and returns how many it took. A run takes more
-// than one batch only while the queue has a backlog (its last pull was
-// full) and caches a batch for every handler goroutine besides: then
-// every goroutine has work, and the batches a run holds would wait in
-// the cache anyway. A slow call holds back the rest of its run, so when
-// the backlog ends just after, up to concurrentRunMax-1 batches wait for
-// it while goroutines idle; without a backlog batches go one at a time.
-func (m *member) takeRunLocked(p *pq, run [][]*message.MessageExt, claim bool) int {
+// than one batch only when runs is true (the worker's calls have been
+// short), the queue has a backlog (its last pull was full) and it caches
+// a batch for every handler goroutine besides: then every goroutine has
+// work, and the batches a run holds would wait in the cache anyway. A call
+// that turns out long holds back the rest of its run (when the backlog
+// ends just then, up to concurrentRunMax-1 batches wait for it while
+// goroutines idle), and then its worker takes batches one at a time until
+// its calls are short again.
+func (m *member) takeRunLocked(p *pq, run [][]*message.MessageExt, claim, runs bool) int {
 	if len(run) == 0 || !p.consumableLocked() || (claim && !p.claimNext()) {
 		return 0
 	}
@@ -393,7 +424,7 @@ func (m *member) takeRunLocked(p *pq, run [][]*message.MessageExt, claim bool) i
 		return 0
 	}
 	n, more := 1, 0
-	if bs, spare := m.o.ConsumeBatchSize, p.mu.msgs.len()-m.o.Goroutines*m.o.ConsumeBatchSize; p.mu.backlog && spare >= 0 {
+	if bs, spare := m.o.ConsumeBatchSize, p.mu.msgs.len()-m.o.Goroutines*m.o.ConsumeBatchSize; runs && p.mu.backlog && spare >= 0 {
 		more = p.claim(min(len(run)-1, spare/bs+1))
 	}
 	for ; n <= more; n++ {
@@ -430,9 +461,10 @@ func (m *member) takeLocked(p *pq) []*message.MessageExt {
 // those results (the rest were not started: they stay unacked): it acks
 // what was consumed or sent back, schedules a local redelivery of the
 // rest, commits, and releases a drained queue. Under the same lock it
-// takes p's next run into next when one is announced on the work queue,
-// and returns its length. next may share run's array.
-func (m *member) finishRun(p *pq, run [][]*message.MessageExt, res []ConsumeResult, next [][]*message.MessageExt) int {
+// takes p's next run (of one batch unless runs) into next when one is
+// announced on the work queue, and returns its length. next may share
+// run's array.
+func (m *member) finishRun(p *pq, run [][]*message.MessageExt, res []ConsumeResult, next [][]*message.MessageExt, runs bool) int {
 	var acks, failed [concurrentRunMax][]*message.MessageExt
 	for i, r := range res {
 		acks[i], failed[i] = m.settle(p, run[i], r)
@@ -454,7 +486,7 @@ func (m *member) finishRun(p *pq, run [][]*message.MessageExt, res []ConsumeResu
 	rel := p.mu.state == pqDraining && p.mu.running == 0
 	n := 0
 	if !rel && m.ctx.Err() == nil {
-		n = m.takeRunLocked(p, next, true)
+		n = m.takeRunLocked(p, next, true, runs)
 	}
 	p.mu.Unlock()
 	for i := range res {

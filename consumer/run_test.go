@@ -6,6 +6,7 @@ import (
 	"sync"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/mqlite/mqlite/clock"
 	"github.com/mqlite/mqlite/message"
@@ -154,4 +155,48 @@ func seq(from, to int64) []int64 {
 		out = append(out, i)
 	}
 	return out
+}
+
+// A worker whose calls take long (here 1 ms each, virtual) stops taking
+// runs: a call that blocks then holds back no other batch, and the other
+// goroutine consumes everything else meanwhile.
+func TestPushLongCallsTurnRunsOff(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnvNoCleanup(t, clock.Real)
+		defer e.close()
+		e.st.createTopic("t", 1)
+		e.st.putMany("t", 100, "m")
+		gate, blocked, others := make(chan struct{}), make(chan struct{}), make(chan struct{})
+		var mu sync.Mutex
+		done := 0
+		h := func(ctx context.Context, msgs []*message.MessageExt) ConsumeResult {
+			if msgs[0].QueueOffset == 50 {
+				close(blocked)
+				select {
+				case <-gate:
+				case <-ctx.Done():
+					return ReconsumeLater
+				}
+			} else {
+				time.Sleep(time.Millisecond)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if done++; done == 99 {
+				close(others)
+			}
+			return ConsumeSuccess
+		}
+		c := e.push("g", Options{Goroutines: 2, QueueCacheCount: 40, ConsumeFromWhere: ConsumeFromFirstOffset}, "t", h)
+		waitFor(t, blocked, "the call at offset 50")
+		waitFor(t, others, "the 99 other messages while offset 50 blocks")
+		close(gate)
+		synctest.Wait()
+		if s := c.Stats(); s.Consumed != 100 {
+			t.Fatalf("consumed %d, want 100", s.Consumed)
+		}
+		if err := c.Close(); err != nil {
+			t.Fatal(err)
+		}
+	})
 }

@@ -52,7 +52,9 @@ type QueueStats struct {
 	// consumed (push) or polled (pull): what the QueueCache limits bound.
 	CachedCount int
 	CachedBytes int64 // see CachedCount
-	// Running is the number of handler calls in progress.
+	// Running is the number of batches handler goroutines took and have
+	// not finished: calls in progress and the batches waiting behind them
+	// in their runs (see the package doc).
 	Running int
 	// FetchError is why fetching from the queue fails, nil while it
 	// works. The queue does not move past a record it cannot read: an

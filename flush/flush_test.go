@@ -3,6 +3,7 @@ package flush
 import (
 	"context"
 	"errors"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -130,4 +131,73 @@ func TestPeriodicFlushesOnThresholdAndThorough(t *testing.T) {
 	require.Equal(t, 1, clk.Waiters(), "the ticker")
 	clk.Advance(10 * time.Second)
 	require.EqualValues(t, 5*4096+10, <-flushed, "thorough flush of a small tail")
+}
+
+// Every sender a sync may cover has its timeout running already: a sync
+// that starts at once finds the sender's timer there, so a fake clock
+// advanced once the sync has begun times the sender out. The timer used
+// to be made after the registration kicked the sync, and
+// TestFlushTimeoutIsAStatus hung when the sync won that race (here about
+// every run caught it with timers that start slowly).
+func TestGroupCommitTimerBeforeTheSync(t *testing.T) {
+	fake := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	var g *GroupCommit
+	var covered, missing atomic.Int32
+	f := &hookLog{onFlush: func() {
+		g.mu.Lock()
+		n := len(g.mu.waiters)
+		g.mu.Unlock()
+		if n > 0 {
+			covered.Add(1)
+		}
+		if timers := fake.Waiters(); timers < n {
+			missing.Add(1)
+		}
+	}}
+	g = NewGroupCommit(f, GroupCommitOptions{Timeout: time.Second, Clock: slowTimers{fake}})
+	defer g.Close()
+	for i := range int64(200) {
+		f.wrote.Store(i + 1)
+		require.NoError(t, g.Wait(context.Background(), i+1))
+	}
+	require.Zero(t, missing.Load(), "syncs that began with a registered sender's timer not yet running")
+	require.NotZero(t, covered.Load(), "no sync began with a sender registered")
+}
+
+// slowTimers is a clock whose timers take a while to start (the goroutine
+// yields first), so that a sync kicked before the timer of its sender was
+// made gets to begin before it is.
+type slowTimers struct{ *clock.Fake }
+
+func (c slowTimers) NewTimer(d time.Duration) clock.Timer {
+	yieldAWhile()
+	return slowTimer{c.Fake.NewTimer(d)}
+}
+
+type slowTimer struct{ clock.Timer }
+
+func (t slowTimer) Reset(d time.Duration) {
+	yieldAWhile()
+	t.Timer.Reset(d)
+}
+
+func yieldAWhile() {
+	for range 50 {
+		runtime.Gosched()
+	}
+}
+
+// hookLog is a Flusher that calls onFlush as each sync begins.
+type hookLog struct {
+	wrote, flushed atomic.Int64
+	onFlush        func()
+}
+
+func (f *hookLog) WrotePosition() int64   { return f.wrote.Load() }
+func (f *hookLog) FlushedPosition() int64 { return f.flushed.Load() }
+func (f *hookLog) Flush() (int64, error) {
+	f.onFlush()
+	w := f.wrote.Load()
+	f.flushed.Store(w)
+	return w, nil
 }

@@ -236,14 +236,9 @@ func (g *GroupCommit) Wait(ctx context.Context, off int64) error {
 		w = &gcWaiter{ch: make(chan struct{}, 1)}
 	}
 	w.off, w.err = off, nil
-	g.mu.waiters = append(g.mu.waiters, w)
-	start := len(g.mu.waiters) >= g.mu.want
-	g.mu.Unlock()
-	defer g.pool.Put(w)
-	if start {
-		g.signal()
-	}
-
+	// Every registered waiter's timeout is already running, so a sync
+	// finds the timers of all the senders it covers (what a fake clock
+	// advanced from inside the sync needs).
 	var timeout <-chan time.Time
 	if g.timeout > 0 {
 		if w.tm == nil {
@@ -251,9 +246,19 @@ func (g *GroupCommit) Wait(ctx context.Context, off int64) error {
 		} else {
 			w.tm.Reset(g.timeout)
 		}
-		defer w.tm.Stop()
 		timeout = w.tm.C()
 	}
+	g.mu.waiters = append(g.mu.waiters, w)
+	start := len(g.mu.waiters) >= g.mu.want
+	g.mu.Unlock()
+	defer g.pool.Put(w)
+	if w.tm != nil {
+		defer w.tm.Stop()
+	}
+	if start {
+		g.signal()
+	}
+
 	var gaveUp error
 	select {
 	case <-w.ch:

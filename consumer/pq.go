@@ -617,7 +617,7 @@ func (t *tracker) push(off int64) {
 // ack marks off done and drops the done prefix.
 func (t *tracker) ack(off int64) {
 	e := t.ents[t.head:]
-	lo := t.find(e, off)
+	lo := findOffset(e, off)
 	if lo == len(e) || e[lo].off != off || e[lo].done {
 		return
 	}
@@ -635,10 +635,10 @@ func (t *tracker) ack(off int64) {
 	}
 }
 
-// find is the index of the first entry of e at or after off. Without a
-// filter the fetched offsets are dense, so off's entry is usually where
+// findOffset is the index of the first entry of e at or after off. Without
+// a filter the fetched offsets are dense, so off's entry is usually where
 // its distance from the first one says; otherwise it is a binary search.
-func (t *tracker) find(e []trackEnt, off int64) int {
+func findOffset(e []trackEnt, off int64) int {
 	if len(e) == 0 {
 		return 0
 	}

@@ -252,7 +252,7 @@ func (g *GroupCommit) Wait(ctx context.Context, off int64) error {
 	start := len(g.mu.waiters) >= g.mu.want
 	g.mu.Unlock()
 	defer g.pool.Put(w)
-	if w.tm != nil {
+	if timeout != nil {
 		defer w.tm.Stop()
 	}
 	if start {

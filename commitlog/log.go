@@ -86,8 +86,8 @@ type Options struct {
 	// NoWarm are ignored.
 	ReadOnly bool
 
-	// populate pre-faults memory for the allocator in place of
-	// vfs.Prefault, for a test that watches the warming.
+	// populate pre-faults memory for the allocator; vfs.Populate unless
+	// a test watches the warming.
 	populate func([]byte)
 	// resident tells which share of a spare is in memory; vfs.Resident
 	// unless a test evicts it.
@@ -187,6 +187,9 @@ func (o *Options) validate() error {
 	}
 	if o.WarmBytes == 0 {
 		o.WarmBytes = DefaultWarmBytes
+	}
+	if o.populate == nil {
+		o.populate = vfs.Populate
 	}
 	if o.resident == nil {
 		o.resident = vfs.Resident

@@ -1,18 +1,12 @@
 package commitlog
 
-import (
-	"runtime/debug"
-
-	"github.com/mqlite/mqlite/internal/vfs"
-)
+import "runtime/debug"
 
 // Warming. A write into a page of a mapped file that is not resident yet
 // takes a page fault: on this kind of machine 1 µs for a recycled page and
 // 10-20 µs for memory the guest never touched, against ~40 ns for the
 // whole append of a small record. So the allocator goroutine pre-faults
-// (vfs.Prefault: MADV_POPULATE_WRITE, then a read of a byte of each page,
-// without which the first write to a populated page still cost ~2.4 µs
-// here, ~120 ns a 128 B record) the Options.WarmBytes after the write position, in the
+// (MADV_POPULATE_WRITE) the Options.WarmBytes after the write position, in the
 // current segment and, once it has handed the next one to the appender, at
 // that one's head. The append path takes no fault unless the writer
 // outruns the kernel, and then it faults pages in itself, beside the
@@ -68,7 +62,7 @@ func (l *Log) warmAhead(done *int64) (more bool) {
 			more = false // a fault here is the appender's to report
 		}
 	}()
-	l.prefault(s, from-s.start, end-s.start)
+	l.opts.populate(s.buf[from-s.start : end-s.start])
 	*done = end
 	return end < to
 }
@@ -89,33 +83,6 @@ func (l *Log) warmHead(seg *segment, done *int64) {
 		if l.wrote.Load() >= seg.start+int64(end) {
 			continue // the appender rolled in and wrote past it
 		}
-		if !l.prefaultGuarded(seg, int64(off), int64(end)) {
-			return
-		}
+		l.opts.populate(seg.buf[off:end])
 	}
-}
-
-// prefault makes [from, to) of s ready for the appender's writes: the test
-// hook populate where one is set, else vfs.Prefault (populate, then touch
-// each page: see there why both). The caller guards against faults.
-func (l *Log) prefault(s *segment, from, to int64) {
-	if l.opts.populate != nil {
-		l.opts.populate(s.buf[from:to])
-		return
-	}
-	vfs.Prefault(s.m, int(from), int(to-from))
-}
-
-// prefaultGuarded is prefault that reports a fault (the file shorter than
-// its mapping) as false instead of crashing: the appender, writing there,
-// is the one to report it.
-func (l *Log) prefaultGuarded(s *segment, from, to int64) (ok bool) {
-	defer debug.SetPanicOnFault(guardFaults())
-	defer func() {
-		if recover() != nil {
-			ok = false
-		}
-	}()
-	l.prefault(s, from, to)
-	return true
 }

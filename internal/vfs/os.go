@@ -189,62 +189,6 @@ func (m *osMapping) Drop(off, n int) {
 	}
 }
 
-// Prefault is Populate followed by a read of one byte of each page, on
-// the pages that [off, off+n) overlaps. On a virtual machine whose
-// hypervisor keeps page tables of its own for the guest's (shadow paging,
-// as here), a populated page still costs ~2.4 µs at its first access
-// through the mapping, a read as much as a write, and once read its first
-// write costs nothing more (BenchmarkFirstWrite). Like Populate it never
-// changes a byte, and it may run while another goroutine writes the range:
-// the memory is the file's mapping, outside the Go heap, and a byte read
-// early is simply discarded.
-func (m *osMapping) Prefault(off, n int) {
-	if off < 0 || n <= 0 || off >= len(m.m) {
-		return
-	}
-	b := m.m[off&^(PageSize-1) : min(off+n, len(m.m))]
-	Populate(b)
-	touch(b)
-}
-
-// touch reads the first byte of b and of each page b holds after it,
-// returning them summed so that no read can be dropped.
-//
-//go:noinline
-func touch(b []byte) (sum byte) {
-	if len(b) == 0 {
-		return 0
-	}
-	sum = b[0]
-	p := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
-	for i := PageSize - int(p&(PageSize-1)); i < len(b); i += PageSize {
-		sum += b[i]
-	}
-	return sum
-}
-
-// Prefaulter is implemented by the mappings that Prefault can warm for
-// writing: shared mappings of real files (OS).
-type Prefaulter interface {
-	// Prefault makes the whole pages of [off, off+n) ready for writing
-	// without a fault. It is a hint and never changes a byte.
-	Prefault(off, n int)
-}
-
-// Prefault warms [off, off+n) of m for writing: m's own Prefault where it
-// has one, else Populate of the range.
-func Prefault(m Mapping, off, n int) {
-	if p, ok := m.(Prefaulter); ok {
-		p.Prefault(off, n)
-		return
-	}
-	b := m.Bytes()
-	if off < 0 || n <= 0 || off >= len(b) {
-		return
-	}
-	Populate(b[off:min(off+n, len(b))])
-}
-
 // Populate asks the kernel to fault in the pages of b for writing ahead of
 // use (MADV_POPULATE_WRITE), so that writes into them take no page fault.
 // It is a hint: it never changes a byte, so it may run while another

@@ -362,3 +362,58 @@ func BenchmarkFlush(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkFlushAfterBurst is a group commit round of one 200-byte record
+// (append, then Flush) in the middle of a 64 MiB segment that a burst of
+// appends reached, the pre-faulting ahead of it included: with SmallSyncs
+// ("/small", what a FlushSync store sets) and without ("/large"). Without
+// it the read-ahead of the pre-faulting brings the segment's pages in
+// large folios and each Flush writes its whole folio back (wKiB/op, from
+// /proc/self/io).
+func BenchmarkFlushAfterBurst(b *testing.B) {
+	for _, small := range []bool{true, false} {
+		name := "large"
+		if small {
+			name = "small"
+		}
+		b.Run(name, func(b *testing.B) {
+			const seg = 64 << 20
+			l, err := Open(Options{Dir: filepath.Join(b.TempDir(), "cl"), SegmentSize: seg, RecoverFrom: -1, SmallSyncs: small})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer l.Close()
+			a := &benchAppender{body: payload(200, 200)}
+			for l.WrotePosition() < seg/2 {
+				for range 1000 {
+					if _, err := l.Append(a); err != nil {
+						b.Fatal(err)
+					}
+				}
+				if _, err := l.Flush(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			settle(l)
+			w0, ok := vfs.WrittenBytes()
+			lat := make([]time.Duration, 0, b.N)
+			b.ResetTimer()
+			for range b.N {
+				if _, err := l.Append(a); err != nil {
+					b.Fatal(err)
+				}
+				t0 := time.Now()
+				if _, err := l.Flush(); err != nil {
+					b.Fatal(err)
+				}
+				lat = append(lat, time.Since(t0))
+			}
+			b.StopTimer()
+			if w1, _ := vfs.WrittenBytes(); ok {
+				b.ReportMetric(float64(w1-w0)/1024/float64(b.N), "wKiB/op")
+			}
+			slices.Sort(lat)
+			b.ReportMetric(float64(lat[len(lat)/2])/1e3, "p50-us")
+		})
+	}
+}

@@ -166,6 +166,13 @@
 // dispatcher, consumers) do not fault them in one by one, and nothing of
 // them is left to write-protect.
 //
+// With Options.SmallSyncs (a log flushed a few records at a time, as a
+// FlushSync store's group commit does) the write segment's mapping has
+// read-ahead off (vfs.Pager, MADV_RANDOM) until it is sealed. Pre-faulting
+// ahead of the writer otherwise triggers the kernel's read-ahead, which
+// fills the page cache in large folios; ext4 marks a whole folio dirty at
+// the first write into it, and each flush would write the folio back (up
+// to 1 MiB for one small record; BenchmarkFlushAfterBurst).//
 // # Caveats
 //
 // A Record's Payload aliases mapped memory: it is valid only inside the

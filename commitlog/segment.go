@@ -101,6 +101,14 @@ func (l *Log) openSegment(start int64, create bool) (*segment, error) {
 	return &segment{start: start, path: path, m: m, buf: m.Bytes()}, nil
 }
 
+// smallPages is vfs.Pager's SmallPages(on) on s's mapping, if the log has
+// SmallSyncs and the mapping is a Pager.
+func (s *segment) smallPages(small, on bool) {
+	if p, ok := s.m.(vfs.Pager); ok && small {
+		p.SmallPages(on)
+	}
+}
+
 // newSegment is openSegment of a new segment: a spare's file when there
 // is one whose pages are mostly still in memory (recycle.go), else a new
 // file.
@@ -149,6 +157,7 @@ func (l *Log) allocate() {
 		case start := <-l.allocReq:
 			seg, err := l.newSegment(start)
 			if err == nil {
+				seg.smallPages(l.opts.SmallSyncs, true) // before any of it is faulted in
 				if err = l.opts.FS.SyncDir(l.opts.Dir); err != nil {
 					err = diskErr("sync dir", l.opts.Dir, err)
 					seg.release()

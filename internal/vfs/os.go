@@ -189,6 +189,17 @@ func (m *osMapping) Drop(off, n int) {
 	}
 }
 
+// SmallPages is Pager's, on the whole mapping.
+func (m *osMapping) SmallPages(on bool) {
+	advice := unix.MADV_NORMAL
+	if on {
+		advice = unix.MADV_RANDOM
+	}
+	if len(m.m) > 0 {
+		unix.Madvise(m.m, advice)
+	}
+}
+
 // Populate asks the kernel to fault in the pages of b for writing ahead of
 // use (MADV_POPULATE_WRITE), so that writes into them take no page fault.
 // It is a hint: it never changes a byte, so it may run while another

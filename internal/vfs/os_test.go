@@ -151,6 +151,18 @@ func TestDrop(t *testing.T) {
 
 // rssKB is the resident size of the mapping of path in /proc/self/smaps.
 func rssKB(t *testing.T, path string) int {
+	v := smapsField(t, path, "Rss:")
+	kb, err := strconv.Atoi(strings.TrimSpace(strings.TrimSuffix(v, "kB")))
+	if err != nil {
+		t.Fatalf("smaps Rss %q: %v", v, err)
+	}
+	return kb
+}
+
+// smapsField is the value of field (such as "Rss:") of the first mapping
+// of path in /proc/self/smaps.
+func smapsField(t *testing.T, path, field string) string {
+	t.Helper()
 	smaps, err := os.ReadFile("/proc/self/smaps")
 	if err != nil {
 		t.Skip("no /proc/self/smaps:", err)
@@ -161,17 +173,13 @@ func rssKB(t *testing.T, path string) int {
 			continue
 		}
 		for _, l := range lines[i+1:] {
-			if v, ok := strings.CutPrefix(l, "Rss:"); ok {
-				kb, err := strconv.Atoi(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")))
-				if err != nil {
-					t.Fatalf("smaps line %q: %v", l, err)
-				}
-				return kb
+			if v, ok := strings.CutPrefix(l, field); ok {
+				return strings.TrimSpace(v)
 			}
 		}
 	}
 	t.Fatalf("%s is not in /proc/self/smaps", path)
-	return 0
+	return ""
 }
 
 // readDirect reads n bytes of path with O_DIRECT, from the disk rather than

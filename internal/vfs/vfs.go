@@ -111,6 +111,22 @@ type Dropper interface {
 	Drop(off, n int)
 }
 
+// Pager is implemented by the mappings of real files (OS), whose page
+// cache the kernel fills in large folios (up to 2 MiB) when a page fault
+// reads ahead around the page it needs. A write into a large folio marks
+// all of it dirty, so that a sync of a few new bytes writes the whole
+// folio back: a log synced after every small append would write up to a
+// MiB for each.
+type Pager interface {
+	// SmallPages(true) makes the faults on the mapping bring in single
+	// pages from now on (MADV_RANDOM: no read-ahead around a fault), so
+	// that a sync writes back only the pages that were written;
+	// SmallPages(false) restores read-ahead (MADV_NORMAL), for readers of
+	// what is no longer written. Pages already in memory keep their
+	// folios. It is a hint: it never changes a byte.
+	SmallPages(on bool)
+}
+
 // WriteFileAtomic replaces name with data: it writes a temporary file, syncs
 // it, renames it over name and syncs the directory.
 func WriteFileAtomic(fs FS, dir, name string, data []byte) error {

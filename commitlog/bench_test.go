@@ -341,23 +341,7 @@ func BenchmarkFlush(b *testing.B) {
 				if got := staleTail(l); got != recycled {
 					b.Fatalf("write segment recycled: %v, want %v", got, recycled)
 				}
-				lat := make([]time.Duration, 0, b.N)
-				b.ResetTimer()
-				for range b.N {
-					for range n {
-						if _, err := l.Append(a); err != nil {
-							b.Fatal(err)
-						}
-					}
-					t0 := time.Now()
-					if _, err := l.Flush(); err != nil {
-						b.Fatal(err)
-					}
-					lat = append(lat, time.Since(t0))
-				}
-				b.StopTimer()
-				slices.Sort(lat)
-				b.ReportMetric(float64(lat[len(lat)/2])/1e3, "p50-us")
+				flushRounds(b, l, a, n)
 			})
 		}
 	}
@@ -396,24 +380,32 @@ func BenchmarkFlushAfterBurst(b *testing.B) {
 			}
 			settle(l)
 			w0, ok := vfs.WrittenBytes()
-			lat := make([]time.Duration, 0, b.N)
-			b.ResetTimer()
-			for range b.N {
-				if _, err := l.Append(a); err != nil {
-					b.Fatal(err)
-				}
-				t0 := time.Now()
-				if _, err := l.Flush(); err != nil {
-					b.Fatal(err)
-				}
-				lat = append(lat, time.Since(t0))
-			}
-			b.StopTimer()
+			flushRounds(b, l, a, 1)
 			if w1, _ := vfs.WrittenBytes(); ok {
 				b.ReportMetric(float64(w1-w0)/1024/float64(b.N), "wKiB/op")
 			}
-			slices.Sort(lat)
-			b.ReportMetric(float64(lat[len(lat)/2])/1e3, "p50-us")
 		})
 	}
+}
+
+// flushRounds times b.N rounds of n appends of a and a Flush, and reports
+// the median Flush as p50-us.
+func flushRounds(b *testing.B, l *Log, a Appender, n int) {
+	lat := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for range b.N {
+		for range n {
+			if _, err := l.Append(a); err != nil {
+				b.Fatal(err)
+			}
+		}
+		t0 := time.Now()
+		if _, err := l.Flush(); err != nil {
+			b.Fatal(err)
+		}
+		lat = append(lat, time.Since(t0))
+	}
+	b.StopTimer()
+	slices.Sort(lat)
+	b.ReportMetric(float64(lat[len(lat)/2])/1e3, "p50-us")
 }

@@ -60,15 +60,26 @@ func fillSegments(t *testing.T, l *Log, n int) []int64 {
 }
 
 // mapCountFS counts live mappings per file, to observe when segments are
-// unmapped.
+// unmapped, and records the SmallPages calls on them (its mappings are
+// vfs.Pagers).
 type mapCountFS struct {
 	vfs.FS
-	mu   sync.Mutex
-	live map[string]int
+	mu    sync.Mutex
+	live  map[string]int
+	pages map[string][]bool
 }
 
 func newMapCountFS(inner vfs.FS) *mapCountFS {
-	return &mapCountFS{FS: inner, live: map[string]int{}}
+	return &mapCountFS{FS: inner, live: map[string]int{}, pages: map[string][]bool{}}
+}
+
+// smallPages returns the SmallPages calls so far per file, and forgets them.
+func (c *mapCountFS) smallPages() map[string][]bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p := c.pages
+	c.pages = map[string][]bool{}
+	return p
 }
 
 func (c *mapCountFS) OpenFile(name string, flag int, perm os.FileMode) (vfs.File, error) {
@@ -121,6 +132,12 @@ type countMapping struct {
 	vfs.Mapping
 	f        *countFile
 	unmapped bool
+}
+
+func (m *countMapping) SmallPages(on bool) {
+	m.f.fs.mu.Lock()
+	defer m.f.fs.mu.Unlock()
+	m.f.fs.pages[m.f.name] = append(m.f.fs.pages[m.f.name], on)
 }
 
 func (m *countMapping) Unmap() error {

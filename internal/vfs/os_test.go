@@ -132,21 +132,26 @@ func TestDrop(t *testing.T) {
 	if got := rssKB(t, path); got != pages*PageSize/1024 {
 		t.Fatalf("Rss %d KiB after PopulateRead, want all %d back", got, pages*PageSize/1024)
 	}
-	mem := NewMem()
-	mf, err := mem.OpenFile("seg", os.O_RDWR|os.O_CREATE, 0o644)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := mf.Allocate(PageSize); err != nil {
-		t.Fatal(err)
-	}
-	mm, err := mf.Map(PageSize)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, ok := mm.(Dropper); ok {
+	if _, ok := mapInMem(t).(Dropper); ok {
 		t.Fatal("an in-memory mapping offers Drop")
 	}
+}
+
+// mapInMem is a page of a file of the in-memory file system, mapped.
+func mapInMem(t *testing.T) Mapping {
+	t.Helper()
+	f, err := NewMem().OpenFile("seg", os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Allocate(PageSize); err != nil {
+		t.Fatal(err)
+	}
+	m, err := f.Map(PageSize)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
 }
 
 // rssKB is the resident size of the mapping of path in /proc/self/smaps.

@@ -66,19 +66,7 @@ func TestSmallPages(t *testing.T) {
 	if !bytes.Equal(onDisk, b) {
 		t.Fatal("the file holds other bytes than the mapping")
 	}
-	mem := NewMem()
-	mf, err := mem.OpenFile("seg", os.O_RDWR|os.O_CREATE, 0o644)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := mf.Allocate(PageSize); err != nil {
-		t.Fatal(err)
-	}
-	mm, err := mf.Map(PageSize)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, ok := mm.(Pager); ok {
+	if _, ok := mapInMem(t).(Pager); ok {
 		t.Fatal("an in-memory mapping offers SmallPages")
 	}
 }

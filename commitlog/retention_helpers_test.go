@@ -60,25 +60,25 @@ func fillSegments(t *testing.T, l *Log, n int) []int64 {
 }
 
 // mapCountFS counts live mappings per file, to observe when segments are
-// unmapped, and records the SmallPages calls on them (its mappings are
-// vfs.Pagers).
+// unmapped, and records the vfs.Pager calls on them ("small", "normal",
+// "huge").
 type mapCountFS struct {
 	vfs.FS
 	mu    sync.Mutex
 	live  map[string]int
-	pages map[string][]bool
+	pages map[string][]string
 }
 
 func newMapCountFS(inner vfs.FS) *mapCountFS {
-	return &mapCountFS{FS: inner, live: map[string]int{}, pages: map[string][]bool{}}
+	return &mapCountFS{FS: inner, live: map[string]int{}, pages: map[string][]string{}}
 }
 
-// smallPages returns the SmallPages calls so far per file, and forgets them.
-func (c *mapCountFS) smallPages() map[string][]bool {
+// paging returns the vfs.Pager calls so far per file, and forgets them.
+func (c *mapCountFS) paging() map[string][]string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	p := c.pages
-	c.pages = map[string][]bool{}
+	c.pages = map[string][]string{}
 	return p
 }
 
@@ -135,9 +135,19 @@ type countMapping struct {
 }
 
 func (m *countMapping) SmallPages(on bool) {
+	if on {
+		m.paged("small")
+	} else {
+		m.paged("normal")
+	}
+}
+
+func (m *countMapping) HugePages() { m.paged("huge") }
+
+func (m *countMapping) paged(how string) {
 	m.f.fs.mu.Lock()
 	defer m.f.fs.mu.Unlock()
-	m.f.fs.pages[m.f.name] = append(m.f.fs.pages[m.f.name], on)
+	m.f.fs.pages[m.f.name] = append(m.f.fs.pages[m.f.name], how)
 }
 
 func (m *countMapping) Unmap() error {

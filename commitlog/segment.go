@@ -101,11 +101,23 @@ func (l *Log) openSegment(start int64, create bool) (*segment, error) {
 	return &segment{start: start, path: path, m: m, buf: m.Bytes()}, nil
 }
 
-// smallPages is vfs.Pager's SmallPages(on) on s's mapping, if the log has
-// SmallSyncs and the mapping is a Pager.
-func (s *segment) smallPages(small, on bool) {
+// toWrite sets how the kernel pages s in for the writer (vfs.Pager):
+// single pages for a log with SmallSyncs, huge pages otherwise.
+func (s *segment) toWrite(small bool) {
+	switch p, ok := s.m.(vfs.Pager); {
+	case !ok:
+	case small:
+		p.SmallPages(true)
+	default:
+		p.HugePages()
+	}
+}
+
+// sealed gives s, no longer written, back the read-ahead that SmallSyncs
+// took away; huge pages stay, for its readers.
+func (s *segment) sealed(small bool) {
 	if p, ok := s.m.(vfs.Pager); ok && small {
-		p.SmallPages(on)
+		p.SmallPages(false)
 	}
 }
 
@@ -157,7 +169,7 @@ func (l *Log) allocate() {
 		case start := <-l.allocReq:
 			seg, err := l.newSegment(start)
 			if err == nil {
-				seg.smallPages(l.opts.SmallSyncs, true) // before any of it is faulted in
+				seg.toWrite(l.opts.SmallSyncs) // before any of it is faulted in
 				if err = l.opts.FS.SyncDir(l.opts.Dir); err != nil {
 					err = diskErr("sync dir", l.opts.Dir, err)
 					seg.release()

@@ -200,6 +200,13 @@ func (m *osMapping) SmallPages(on bool) {
 	}
 }
 
+// HugePages is Pager's, on the whole mapping.
+func (m *osMapping) HugePages() {
+	if len(m.m) > 0 {
+		unix.Madvise(m.m, unix.MADV_HUGEPAGE)
+	}
+}
+
 // Populate asks the kernel to fault in the pages of b for writing ahead of
 // use (MADV_POPULATE_WRITE), so that writes into them take no page fault.
 // It is a hint: it never changes a byte, so it may run while another

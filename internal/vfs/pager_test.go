@@ -70,3 +70,24 @@ func TestSmallPages(t *testing.T) {
 		t.Fatal("an in-memory mapping offers SmallPages")
 	}
 }
+
+// TestHugePages checks that HugePages marks the mapping for huge pages
+// (the "hg" flag in smaps) and changes no byte, where the kernel offers
+// transparent huge pages at all.
+func TestHugePages(t *testing.T) {
+	if thp, err := os.ReadFile("/sys/kernel/mm/transparent_hugepage/enabled"); err != nil || strings.Contains(string(thp), "[never]") {
+		t.Skip("no transparent huge pages here")
+	}
+	const size = 4 << 20
+	path, m := mapNew(t, OS, size)
+	defer m.Unmap()
+	b := m.Bytes()
+	copy(b[size-4:], "tail")
+	m.(Pager).HugePages()
+	if flags := strings.Fields(smapsField(t, path, "VmFlags:")); !slices.Contains(flags, "hg") {
+		t.Fatalf("HugePages left the mapping without huge pages: %v", flags)
+	}
+	if string(b[size-4:]) != "tail" {
+		t.Fatal("the mapping reads back other bytes after HugePages")
+	}
+}

@@ -125,6 +125,15 @@ type Pager interface {
 	// what is no longer written. Pages already in memory keep their
 	// folios. It is a hint: it never changes a byte.
 	SmallPages(on bool)
+	// HugePages lets the kernel bring the pages in as 2 MiB folios and
+	// map each folio with one entry (MADV_HUGEPAGE), where the file
+	// system and the transparent huge page setting allow it. The first
+	// access to a page through a new mapping then costs a fraction of a
+	// 4 KiB entry's (on this VM a page written in a recycled segment,
+	// whose folios are still in memory, about 0.2 µs against 1.5), but a
+	// write marks its whole folio dirty: it is for memory that is synced
+	// in large ranges. A hint, like SmallPages.
+	HugePages()
 }
 
 // WriteFileAtomic replaces name with data: it writes a temporary file, syncs

@@ -1,0 +1,53 @@
+package commitlog
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/mqlite/mqlite/internal/vfs"
+)
+
+// TestSegmentPaging checks how the segments are paged in (vfs.Pager):
+// with SmallSyncs each segment gets small pages before it is written and
+// read-ahead back once sealed; without, huge pages before it is written
+// and nothing after. A reopened log sets its last segment alone.
+func TestSegmentPaging(t *testing.T) {
+	for _, small := range []bool{true, false} {
+		fs := newMapCountFS(vfs.NewMem())
+		opts := Options{Dir: "/cl", FS: fs, SegmentSize: MinSegmentSize, RecoverFrom: -1, SmallSyncs: small}
+		write, sealed := []string{"huge"}, []string{"huge"}
+		if small {
+			write, sealed = []string{"small"}, []string{"small", "normal"}
+		}
+		l, err := Open(opts)
+		require.NoError(t, err)
+		for i := 0; len(l.snap.Load().segs) < 4; i++ {
+			_, err := l.Append(bytesAppender(payload(i, 1000)))
+			require.NoError(t, err)
+		}
+		segs := l.Segments()
+		require.NoError(t, l.Close())
+		got := fs.paging()
+		for i, s := range segs {
+			want := sealed
+			if i == len(segs)-1 {
+				want = write
+			}
+			require.Equal(t, want, got[s.Path], "small %v: segment %d of %d", small, i, len(segs))
+		}
+		l, err = Open(opts)
+		require.NoError(t, err)
+		require.NoError(t, l.Close())
+		got = fs.paging()
+		last := segs[len(segs)-1].Path
+		require.Equal(t, write, got[last], "small %v: the write segment after reopening", small)
+		delete(got, last)
+		for _, s := range segs {
+			require.NotContains(t, got, s.Path, "small %v: a sealed segment was paged after reopening", small)
+		}
+		for name, calls := range got { // the allocator may have prepared the next one
+			require.Equal(t, write, calls, "small %v: segment %s after reopening", small, name)
+		}
+	}
+}

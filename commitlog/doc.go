@@ -176,7 +176,8 @@
 // segments to be written are mapped for huge pages instead (vfs.Pager,
 // MADV_HUGEPAGE): a 2 MiB folio then takes one page table entry, and the
 // writer's first touch of each page, ~1.5-2.4 µs with 4 KiB entries on a
-// virtual machine, mostly goes away.//
+// virtual machine, mostly goes away.
+//
 // # Caveats
 //
 // A Record's Payload aliases mapped memory: it is valid only inside the

@@ -11,15 +11,21 @@ import (
 // TestSegmentPaging checks how the segments are paged in (vfs.Pager):
 // with SmallSyncs each segment gets small pages before it is written and
 // read-ahead back once sealed; without, huge pages before it is written
-// and nothing after. A reopened log sets its last segment alone.
+// and nothing after, unless warming is off (then nothing at all). A
+// reopened log sets its last segment alone.
 func TestSegmentPaging(t *testing.T) {
-	for _, small := range []bool{true, false} {
+	for _, c := range []struct {
+		small, noWarm bool
+		write, sealed []string
+	}{
+		{small: true, write: []string{"small"}, sealed: []string{"small", "normal"}},
+		{small: true, noWarm: true, write: []string{"small"}, sealed: []string{"small", "normal"}},
+		{write: []string{"huge"}, sealed: []string{"huge"}},
+		{noWarm: true},
+	} {
+		small, write, sealed := c.small, c.write, c.sealed
 		fs := newMapCountFS(vfs.NewMem())
-		opts := Options{Dir: "/cl", FS: fs, SegmentSize: MinSegmentSize, RecoverFrom: -1, SmallSyncs: small}
-		write, sealed := []string{"huge"}, []string{"huge"}
-		if small {
-			write, sealed = []string{"small"}, []string{"small", "normal"}
-		}
+		opts := Options{Dir: "/cl", FS: fs, SegmentSize: MinSegmentSize, RecoverFrom: -1, SmallSyncs: small, NoWarm: c.noWarm}
 		l, err := Open(opts)
 		require.NoError(t, err)
 		for i := 0; len(l.snap.Load().segs) < 4; i++ {
@@ -42,6 +48,10 @@ func TestSegmentPaging(t *testing.T) {
 		got = fs.paging()
 		last := segs[len(segs)-1].Path
 		require.Equal(t, write, got[last], "small %v: the write segment after reopening", small)
+		if write == nil {
+			require.Empty(t, got, "small %v, no warming: paged after reopening", small)
+			continue
+		}
 		delete(got, last)
 		for _, s := range segs {
 			require.NotContains(t, got, s.Path, "small %v: a sealed segment was paged after reopening", small)

@@ -102,13 +102,15 @@ func (l *Log) openSegment(start int64, create bool) (*segment, error) {
 }
 
 // toWrite sets how the kernel pages s in for the writer (vfs.Pager):
-// single pages for a log with SmallSyncs, huge pages otherwise.
-func (s *segment) toWrite(small bool) {
+// single pages for a log with SmallSyncs, else huge pages if the log is
+// pre-faulted (without warming, the appender would fault in, and the
+// kernel zero, a 2 MiB folio at a time itself).
+func (s *segment) toWrite(o *Options) {
 	switch p, ok := s.m.(vfs.Pager); {
 	case !ok:
-	case small:
+	case o.SmallSyncs:
 		p.SmallPages(true)
-	default:
+	case !o.NoWarm:
 		p.HugePages()
 	}
 }
@@ -169,7 +171,7 @@ func (l *Log) allocate() {
 		case start := <-l.allocReq:
 			seg, err := l.newSegment(start)
 			if err == nil {
-				seg.toWrite(l.opts.SmallSyncs) // before any of it is faulted in
+				seg.toWrite(&l.opts) // before any of it is faulted in
 				if err = l.opts.FS.SyncDir(l.opts.Dir); err != nil {
 					err = diskErr("sync dir", l.opts.Dir, err)
 					seg.release()

@@ -147,6 +147,10 @@ type Log struct {
 		cur    *segment
 		closed bool
 		warmAt int64 // ask the allocator to warm more once the write position passes this (warm.go)
+		// warmLead is how far ahead the last request asked (0 before
+		// the first), made at warmPos at warmTime (warm.go).
+		warmLead, warmPos int64
+		warmTime          time.Time
 		// allocIdle: the allocator's last preparation failed and nothing
 		// is asked of it; the next roll asks again and waits for the answer
 		allocIdle bool
@@ -182,6 +186,8 @@ type Log struct {
 	allocReady chan prepared
 	warmKick   chan struct{} // wakes the allocator to warm up to warmTo
 	warmTo     atomic.Int64
+	warmFrom   atomic.Int64 // the write position warmTo was asked at
+	warmHeadTo atomic.Int64 // how much of a new segment's head to warm: the lead
 	quit       chan struct{}
 	allocDone  chan struct{}
 }

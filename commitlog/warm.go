@@ -1,6 +1,9 @@
 package commitlog
 
-import "runtime/debug"
+import (
+	"runtime/debug"
+	"time"
+)
 
 // Warming. A write into a page of a mapped file that is not resident yet
 // takes a page fault: on this kind of machine 1 µs for a recycled page and
@@ -13,7 +16,14 @@ import "runtime/debug"
 // warming, instead of waiting for it. Warming starts with the first append
 // after Open: a log opened to be read pre-faults nothing.
 //
-// The appender asks for more every eighth of WarmBytes (one comparison
+// The lead follows the writer: it starts at minWarm, doubles while the
+// writer covers more than the lead in warmHorizon, and halves while it
+// covers less than a quarter, between minWarm and WarmBytes. Pre-faulted
+// pages are dirty (MADV_POPULATE_WRITE), and the kernel writes a page back
+// once it has been dirty for 30 s: a slow writer with the full lead would
+// have every page of the log written twice, first as zeros.
+//
+// The appender asks for more every eighth of the lead (one comparison
 // per append, a channel send per step); the allocator owns the warmed
 // position. Populating does not change a byte of the file, so it may race
 // with appends into the same pages.
@@ -22,11 +32,37 @@ import "runtime/debug"
 // and populating memory the VM never touched runs at ~400 MB/s here.
 const warmChunk = 512 << 10
 
+// minWarm is the smallest lead: one huge page (vfs.Pager's HugePages),
+// which a fault populates whole anyway.
+const minWarm = 2 << 20
+
+// warmHorizon is how much of the writer's time the lead covers.
+const warmHorizon = time.Second
+
 // warmLocked publishes a new warming target for write position w and
 // wakes the allocator. Called under mu.
 func (l *Log) warmLocked(w int64) {
-	l.mu.warmAt = w + max(l.opts.WarmBytes/8, 1)
-	l.warmTo.Store(w + l.opts.WarmBytes)
+	now := time.Now()
+	lead, floor := l.mu.warmLead, min(l.opts.WarmBytes, minWarm)
+	if lead == 0 {
+		lead = floor // the first append since Open: nothing known of the rate
+	} else {
+		// What the writer covers in warmHorizon at its rate since the
+		// last request (a zero interval counts as fast).
+		dt := now.Sub(l.mu.warmTime)
+		covers := float64(w-l.mu.warmPos) * float64(warmHorizon) / float64(max(dt, 1))
+		switch {
+		case covers > float64(lead):
+			lead = min(2*lead, l.opts.WarmBytes)
+		case covers < float64(lead)/4:
+			lead = max(lead/2, floor)
+		}
+	}
+	l.mu.warmLead, l.mu.warmPos, l.mu.warmTime = lead, w, now
+	l.mu.warmAt = w + max(lead/8, 1)
+	l.warmHeadTo.Store(lead)
+	l.warmFrom.Store(w) // before warmTo: a warmer that sees the new target sees where it starts
+	l.warmTo.Store(w + lead)
 	select {
 	case l.warmKick <- struct{}{}:
 	default:
@@ -50,7 +86,10 @@ func (l *Log) warmAhead(done *int64) (more bool) {
 	last := snap.segs[len(snap.segs)-1]
 	// From the write position of the request at most: what lies behind
 	// it (older segments, at Open) is not going to be written.
-	from := max(*done, to-l.opts.WarmBytes, snap.segs[0].start)
+	from := max(*done, l.warmFrom.Load(), snap.segs[0].start)
+	if from >= to {
+		return false // a newer request is on its way, with its own kick
+	}
 	if from >= last.start+l.opts.SegmentSize {
 		return false // the target is in a segment not rolled to yet: its head was warmed when prepared
 	}
@@ -70,7 +109,7 @@ func (l *Log) warmAhead(done *int64) (more bool) {
 // warmHead populates the head of a segment the allocator just handed over,
 // a chunk at a time, serving the current segment's warming in between.
 func (l *Log) warmHead(seg *segment, done *int64) {
-	head := min(len(seg.buf), int(l.opts.WarmBytes))
+	head := min(len(seg.buf), int(max(l.warmHeadTo.Load(), min(l.opts.WarmBytes, minWarm))))
 	for off := 0; off < head; off += warmChunk {
 		for l.warmAhead(done) {
 		}

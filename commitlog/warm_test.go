@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
+	"time"
 	"unsafe"
 
 	"github.com/mqlite/mqlite/internal/vfs"
@@ -41,7 +42,8 @@ func TestWarmStartsAtTheWritePosition(t *testing.T) {
 	if done != to {
 		t.Fatalf("warmed up to %d, want the target %d", done, to)
 	}
-	l.warmTo.Store(6 * seg) // asked at 6*seg-warm: a segment not rolled to yet
+	l.warmFrom.Store(6*seg - warm) // asked at 6*seg-warm: a segment not rolled to yet
+	l.warmTo.Store(6 * seg)
 	if l.warmAhead(&done) || done != to {
 		t.Fatalf("warmed up to %d for a target past the last segment, want nothing done (%d)", done, to)
 	}
@@ -158,6 +160,45 @@ func TestWarmWaitsForTheFirstAppend(t *testing.T) {
 		defer mu.Unlock()
 		if ahead == 0 || heads == 0 {
 			t.Fatalf("after the first append: %d populates ahead, %d of the next head; want both", ahead, heads)
+		}
+	})
+}
+
+// The lead follows the writer's rate: a writer that covers less than a
+// quarter of the lead in warmHorizon shrinks it to minWarm (pre-faulted
+// pages are dirty, and a slow writer would reach them only after the
+// kernel wrote them back as zeros), and one that covers more than the
+// lead grows it, doubling, to WarmBytes. Virtual time: the sleeps set the
+// rate, and without them the writer is infinitely fast.
+func TestWarmLeadFollowsTheRate(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const seg, warm = 32 << 20, 8 << 20
+		l, err := Open(Options{Dir: "/cl", FS: vfs.NewMem(), SegmentSize: seg, WarmBytes: warm, RecoverFrom: -1, populate: func([]byte) {}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		a := bytesAppender(payload(1, 4000))
+		write := func(to int64, pause time.Duration) {
+			for l.WrotePosition() < to {
+				if _, err := l.Append(a); err != nil {
+					t.Fatal(err)
+				}
+				time.Sleep(pause)
+			}
+		}
+		lead := func() int64 { return l.warmTo.Load() - l.warmFrom.Load() }
+		write(4<<20, 10*time.Millisecond) // ~400 KB/s
+		if got := lead(); got != minWarm {
+			t.Fatalf("lead of a writer at 400 KB/s: %d, want minWarm %d", got, minWarm)
+		}
+		write(14<<20, 0)
+		if got := lead(); got != warm {
+			t.Fatalf("lead of a fast writer: %d, want WarmBytes %d", got, warm)
+		}
+		write(24<<20, 10*time.Millisecond)
+		if got := lead(); got != minWarm {
+			t.Fatalf("lead once the writer slowed down: %d, want minWarm %d", got, minWarm)
 		}
 	})
 }

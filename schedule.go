@@ -178,21 +178,25 @@ func (d *scheduler) sleep(dur time.Duration) bool {
 }
 
 // sleepUntil waits until the clock reaches t, wake fires, or quit closes
-// (then it returns false). A timer is armed for a duration, so a clock
-// that moves between reading it and arming (a test's fake clock jumping,
-// or this goroutine descheduled) arms it late by as much: the clock is
-// read again after arming, and a timer armed more than sleepSlack late is
-// armed again. (Only past t it was enough to return; a jump that stopped
-// short of t left the timer armed for after t, and a clock then held at t
-// never fired it.)
+// (then it returns false). A clock that can arm a timer for an instant
+// (clock.AtTimer: a Fake) gets one for t. Otherwise the timer is armed for
+// a duration, so a clock that moves between reading it and arming (this
+// goroutine descheduled) arms it late by as much: the clock is read again
+// after arming, and a timer armed more than sleepSlack late is armed
+// again. (A fake clock needs the instant: one that jumped to 1 ms short of
+// t, and then to t while the timer was being armed, left it armed for 1 ms
+// after t, and held at t never fired it.)
 func sleepUntil(clk clock.Clock, t time.Time, wake <-chan struct{}, quit <-chan struct{}) bool {
+	at, isAt := clk.(clock.AtTimer)
 	for {
 		now := clk.Now()
 		if !now.Before(t) {
 			return true
 		}
-		tm := clk.NewTimer(t.Sub(now))
-		if clk.Now().Sub(now) > sleepSlack {
+		var tm clock.Timer
+		if isAt {
+			tm = at.NewTimerAt(t)
+		} else if tm = clk.NewTimer(t.Sub(now)); clk.Now().Sub(now) > sleepSlack {
 			tm.Stop()
 			continue
 		}

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/require"
@@ -284,10 +285,19 @@ type jumpingClock struct {
 }
 
 func (c *jumpingClock) NewTimer(d time.Duration) clock.Timer {
+	c.jumpOnce()
+	return c.Fake.NewTimer(d)
+}
+
+func (c *jumpingClock) NewTimerAt(t time.Time) clock.Timer {
+	c.jumpOnce()
+	return c.Fake.NewTimerAt(t)
+}
+
+func (c *jumpingClock) jumpOnce() {
 	if c.jumped.CompareAndSwap(false, true) {
 		c.Advance(c.jump)
 	}
-	return c.Fake.NewTimer(d)
 }
 
 // TestSleepUntilRearmsALateTimer: a clock that jumped part of the way
@@ -507,4 +517,25 @@ func openTimerTopic(t *testing.T, fs vfs.FS, clk clock.Clock) *Store {
 	require.NoError(t, err)
 	require.NoError(t, s.CreateTopic("tm", TopicConfig{Queues: 1}))
 	return s
+}
+
+// TestSleepUntilClockMovesWhileArming: a fake clock that reaches the
+// wake-up time while the timer is being armed (1 ms after it was read,
+// within sleepSlack) still wakes the sleeper. A timer armed for the
+// duration read before the jump fired 1 ms after it, and a clock held at
+// the wake-up time never fired it: a delayed message waited for ever.
+func TestSleepUntilClockMovesWhileArming(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		due := t0.Add(time.Minute)
+		clk := &jumpingClock{Fake: clock.NewFake(due.Add(-time.Millisecond)), jump: time.Millisecond}
+		done := make(chan bool, 1)
+		go func() { done <- sleepUntil(clk, due, nil, nil) }()
+		synctest.Wait()
+		select {
+		case ok := <-done:
+			require.True(t, ok)
+		default:
+			t.Fatal("sleepUntil still sleeps with the clock at its wake-up time")
+		}
+	})
 }

@@ -28,6 +28,15 @@ type Timer interface {
 	Reset(d time.Duration)
 }
 
+// AtTimer is implemented by clocks that can arm a timer for an instant
+// rather than a duration (Fake): a duration is relative to when the timer
+// is armed, and a clock that moves between reading it and arming would
+// arm it late. NewTimerAt fires once the clock reaches t, at once if it
+// has.
+type AtTimer interface {
+	NewTimerAt(t time.Time) Timer
+}
+
 // Ticker fires periodically.
 type Ticker interface {
 	C() <-chan time.Time
@@ -90,11 +99,22 @@ func (f *Fake) NewTicker(d time.Duration) Ticker {
 	return fakeTicker{f.add(d, d)}
 }
 
+// NewTimerAt returns a timer firing when the fake time reaches t (AtTimer).
+func (f *Fake) NewTimerAt(t time.Time) Timer {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.addLocked(t, 0)
+}
+
 func (f *Fake) add(d, period time.Duration) *fakeWaiter {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	w := &fakeWaiter{f: f, at: f.now.Add(d), period: period, ch: make(chan time.Time, 1)}
-	if d <= 0 && period == 0 {
+	return f.addLocked(f.now.Add(d), period)
+}
+
+func (f *Fake) addLocked(at time.Time, period time.Duration) *fakeWaiter {
+	w := &fakeWaiter{f: f, at: at, period: period, ch: make(chan time.Time, 1)}
+	if !at.After(f.now) && period == 0 {
 		w.ch <- f.now
 		return w
 	}

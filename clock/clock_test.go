@@ -25,3 +25,33 @@ func TestFakeTimersAndTickers(t *testing.T) {
 	require.False(t, tm.Stop(), "fired timers are gone")
 	require.Equal(t, 1, f.Waiters())
 }
+
+// NewTimerAt fires when the fake time reaches the instant, and at once for
+// an instant already reached: arming it is not relative to when it is
+// armed (AtTimer).
+func TestFakeNewTimerAt(t *testing.T) {
+	start := time.Date(2026, 12, 4, 0, 0, 0, 0, time.UTC)
+	f := NewFake(start)
+	var _ AtTimer = f
+	tm := f.NewTimerAt(start.Add(time.Second))
+	f.Set(start.Add(time.Second - time.Millisecond))
+	select {
+	case <-tm.C():
+		t.Fatal("fired before its instant")
+	default:
+	}
+	f.Set(start.Add(time.Second))
+	select {
+	case at := <-tm.C():
+		if !at.Equal(start.Add(time.Second)) {
+			t.Fatalf("fired with %v, want its instant", at)
+		}
+	default:
+		t.Fatal("did not fire at its instant")
+	}
+	select {
+	case <-f.NewTimerAt(start).C():
+	default:
+		t.Fatal("a timer for an instant already passed did not fire at once")
+	}
+}

@@ -36,13 +36,14 @@ func ExampleProducer_SendAsync() {
 	s := open()
 	defer s.Close()
 	p, _ := s.NewProducer(mqlite.ProducerOptions{})
-	done := make(chan struct{})
+	// The callback runs on another goroutine, maybe before SendAsync
+	// returns: it hands its line over, so that the output keeps its order.
+	result := make(chan string, 1)
 	err := p.SendAsync(context.Background(), &mqlite.Message{Topic: "events", Body: []byte("hi")}, func(res mqlite.SendResult, err error) {
-		fmt.Println("callback:", res.Status, err)
-		close(done)
+		result <- fmt.Sprintf("callback: %v %v", res.Status, err)
 	})
 	fmt.Println("accepted:", err)
-	<-done
+	fmt.Println(<-result)
 	p.Close() // waits for callbacks still pending
 	// Output:
 	// accepted: <nil>

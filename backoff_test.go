@@ -30,12 +30,21 @@ type armClock struct {
 }
 
 func (c armClock) NewTimer(d time.Duration) clock.Timer {
-	t := c.Fake.NewTimer(d)
+	c.report(d)
+	return c.Fake.NewTimer(d)
+}
+
+// NewTimerAt reports the duration from now (sleepUntil arms timers so).
+func (c armClock) NewTimerAt(at time.Time) clock.Timer {
+	c.report(at.Sub(c.Now()))
+	return c.Fake.NewTimerAt(at)
+}
+
+func (c armClock) report(d time.Duration) {
 	select {
 	case c.armed <- d:
 	default:
 	}
-	return t
 }
 
 // TestDamagedScheduleQueueRetriesLessOften: a delivery that keeps failing

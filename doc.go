@@ -61,9 +61,13 @@
 // flushes do the same). A background allocator creates and preallocates
 // the next segment before it is needed and, from the first append after
 // Open on (a store opened only to be read pre-faults nothing), pre-faults
-// its head and keeps the 64 MiB ahead of the write position pre-faulted,
+// its head and keeps up to 64 MiB ahead of the write position pre-faulted
+// (a lead that follows the write rate, from 2 MiB, so that a slow writer's
+// pre-faulted pages are not written back as zeros before it fills them),
 // so appends take no page faults unless they outrun it (then they fault
-// the pages in themselves rather than wait). Once retention removes segments, the allocator
+// the pages in themselves rather than wait). A FlushAsync store maps the
+// segment being written for huge pages; a FlushSync one keeps single
+// pages there, so that a group commit writes back only what it synced. Once retention removes segments, the allocator
 // recycles them instead: up to two removed segment files are kept and
 // renamed to be the next segments, whose pages are still in memory
 // (Options.NoRecycle turns this off).

@@ -30,10 +30,10 @@ const (
 	DefaultMaxRecordSize = 4<<20 + 64<<10 // RocketMQ: body limit plus 64 KiB
 	MinSegmentSize       = 4096
 	MaxSegmentSize       = 1 << 40 // the largest Options.SegmentSize
-	// DefaultWarmBytes is how far ahead of the write position the
-	// allocator keeps the log pre-faulted by default (warm.go), and how
-	// much of the head of a new segment it pre-faults once it has handed
-	// the segment over.
+	// DefaultWarmBytes is the most the allocator keeps pre-faulted ahead
+	// of the write position by default, for a writer fast enough to need
+	// it (the lead follows the write rate; warm.go), and the most of the
+	// head of a new segment it pre-faults once it has handed it over.
 	DefaultWarmBytes = 64 << 20
 )
 

@@ -308,7 +308,9 @@ func TestSleepUntilRearmsALateTimer(t *testing.T) {
 	clk := &jumpingClock{Fake: clock.NewFake(t0), jump: 5 * time.Second}
 	deadline := t0.Add(10 * time.Second)
 	woke := make(chan bool, 1)
-	go func() { woke <- sleepUntil(clk, deadline, nil, nil) }()
+	// Only the Clock methods: a clock that arms timers for a duration
+	// (clock.AtTimer hidden), whose late timer sleepUntil re-arms.
+	go func() { woke <- sleepUntil(struct{ clock.Clock }{clk}, deadline, nil, nil) }()
 	waitFor(t, "the sleeper's timer", func() bool { return clk.jumped.Load() && clk.Waiters() == 1 })
 	clk.Set(deadline)
 	select {

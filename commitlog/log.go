@@ -461,7 +461,7 @@ func (l *Log) rollLocked() (*segment, error) {
 	segs := l.snap.Load().segs
 	l.publishLocked(&snapshot{segs: append(segs[:len(segs):len(segs)], p.seg)})
 	l.ret.Unlock()
-	l.mu.cur.sealed(l.opts.SmallSyncs)
+	l.mu.cur.sealed(&l.opts)
 	l.mu.cur = p.seg
 	l.allocReq <- want + l.opts.SegmentSize
 	return p.seg, nil

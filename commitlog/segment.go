@@ -117,8 +117,8 @@ func (s *segment) toWrite(o *Options) {
 
 // sealed gives s, no longer written, back the read-ahead that SmallSyncs
 // took away; huge pages stay, for its readers.
-func (s *segment) sealed(small bool) {
-	if p, ok := s.m.(vfs.Pager); ok && small {
+func (s *segment) sealed(o *Options) {
+	if p, ok := s.m.(vfs.Pager); ok && o.SmallSyncs {
 		p.SmallPages(false)
 	}
 }

@@ -39,11 +39,14 @@ const minWarm = 2 << 20
 // warmHorizon is how much of the writer's time the lead covers.
 const warmHorizon = time.Second
 
+// minLead is the smallest lead: minWarm, or all of WarmBytes if less.
+func (l *Log) minLead() int64 { return min(l.opts.WarmBytes, minWarm) }
+
 // warmLocked publishes a new warming target for write position w and
 // wakes the allocator. Called under mu.
 func (l *Log) warmLocked(w int64) {
 	now := time.Now()
-	lead, floor := l.mu.warmLead, min(l.opts.WarmBytes, minWarm)
+	lead, floor := l.mu.warmLead, l.minLead()
 	if lead == 0 {
 		lead = floor // the first append since Open: nothing known of the rate
 	} else {
@@ -109,7 +112,7 @@ func (l *Log) warmAhead(done *int64) (more bool) {
 // warmHead populates the head of a segment the allocator just handed over,
 // a chunk at a time, serving the current segment's warming in between.
 func (l *Log) warmHead(seg *segment, done *int64) {
-	head := min(len(seg.buf), int(max(l.warmHeadTo.Load(), min(l.opts.WarmBytes, minWarm))))
+	head := min(len(seg.buf), int(max(l.warmHeadTo.Load(), l.minLead())))
 	for off := 0; off < head; off += warmChunk {
 		for l.warmAhead(done) {
 		}

@@ -164,27 +164,18 @@ func rssKB(t *testing.T, path string) int {
 	return kb
 }
 
-// smapsField is the value of field (such as "Rss:") of the first mapping
-// of path in /proc/self/smaps.
+// smapsField is SmapsField, skipping the test where there is no smaps and
+// failing it where path is not mapped.
 func smapsField(t *testing.T, path, field string) string {
 	t.Helper()
-	smaps, err := os.ReadFile("/proc/self/smaps")
-	if err != nil {
+	if _, err := os.Stat("/proc/self/smaps"); err != nil {
 		t.Skip("no /proc/self/smaps:", err)
 	}
-	lines := strings.Split(string(smaps), "\n")
-	for i, l := range lines {
-		if !strings.HasSuffix(l, path) {
-			continue
-		}
-		for _, l := range lines[i+1:] {
-			if v, ok := strings.CutPrefix(l, field); ok {
-				return strings.TrimSpace(v)
-			}
-		}
+	v, ok := SmapsField(path, field)
+	if !ok {
+		t.Fatalf("%s is not in /proc/self/smaps", path)
 	}
-	t.Fatalf("%s is not in /proc/self/smaps", path)
-	return ""
+	return v
 }
 
 // readDirect reads n bytes of path with O_DIRECT, from the disk rather than

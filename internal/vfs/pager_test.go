@@ -75,7 +75,7 @@ func TestSmallPages(t *testing.T) {
 // (the "hg" flag in smaps) and changes no byte, where the kernel offers
 // transparent huge pages at all.
 func TestHugePages(t *testing.T) {
-	if thp, err := os.ReadFile("/sys/kernel/mm/transparent_hugepage/enabled"); err != nil || strings.Contains(string(thp), "[never]") {
+	if !HugePagesOffered() {
 		t.Skip("no transparent huge pages here")
 	}
 	const size = 4 << 20

@@ -6,6 +6,9 @@ import (
 	"strings"
 )
 
+// What this process's /proc files tell of its files, for the tests and
+// benchmarks that check how a file is paged in and written back.
+
 // WrittenBytes is what this process has caused to be written to storage
 // so far (write_bytes in /proc/self/io), for the tests and benchmarks that
 // measure how much a sync writes back; false where the system cannot tell.
@@ -21,4 +24,33 @@ func WrittenBytes() (int64, bool) {
 		}
 	}
 	return 0, false
+}
+
+// SmapsField is the value of field (such as "Rss:" or "VmFlags:") of this
+// process's first mapping of path in /proc/self/smaps; false where there
+// is none, or no smaps.
+func SmapsField(path, field string) (string, bool) {
+	smaps, err := os.ReadFile("/proc/self/smaps")
+	if err != nil {
+		return "", false
+	}
+	lines := strings.Split(string(smaps), "\n")
+	for i, l := range lines {
+		if !strings.HasSuffix(l, " "+path) {
+			continue
+		}
+		for _, l := range lines[i+1:] {
+			if v, ok := strings.CutPrefix(l, field); ok {
+				return strings.TrimSpace(v), true
+			}
+		}
+	}
+	return "", false
+}
+
+// HugePagesOffered says whether the kernel offers transparent huge pages
+// at all (HugePages is a hint it may ignore).
+func HugePagesOffered() bool {
+	b, err := os.ReadFile("/sys/kernel/mm/transparent_hugepage/enabled")
+	return err == nil && !strings.Contains(string(b), "[never]")
 }

@@ -58,12 +58,17 @@ type dispatcher struct {
 	ran     atomic.Uint64 // woken readers that have run: each adds one once it has its channel
 	gosched func()        // runtime.Gosched; tests count the calls (set them under run)
 
-	wake      chan struct{}
-	sleeping  atomic.Bool  // the loop is (about to be) parked on wake
-	published atomic.Int64 // mu.dispatched, for readers that need no waiter
-	onPublish func(int64)  // tests: called with each new dispatched position, under mu
-	quit      chan struct{}
-	done      chan struct{}
+	wake     chan struct{}
+	sleeping atomic.Bool // the loop is (about to be) parked on wake
+	// scheduled (cap 1) gets a token once a catch-up that appended to the
+	// schedule topic has published it: the delay scheduler's wake-up.
+	// toSchedule is set while a catch-up has such entries (under run).
+	scheduled  chan struct{}
+	toSchedule bool
+	published  atomic.Int64 // mu.dispatched, for readers that need no waiter
+	onPublish  func(int64)  // tests: called with each new dispatched position, under mu
+	quit       chan struct{}
+	done       chan struct{}
 
 	// fenced is set when a dispatch failure stopped the loop: the error,
 	// wrapped in ErrFenced. The send path (admit) refuses writes with it,
@@ -102,7 +107,7 @@ func (w *waiter) ready(dispatched int64) bool {
 
 func newDispatcher(s *Store, cq *consumequeue.Store, idx *indexfile.Index, from int64) *dispatcher {
 	return &dispatcher{s: s, cq: cq, idx: idx, next: from, queues: map[string][]*consumequeue.Queue{},
-		batch: batch{failedAt: -1}, wake: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{}),
+		batch: batch{failedAt: -1}, wake: make(chan struct{}, 1), scheduled: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{}),
 		gosched: runtime.Gosched}
 }
 
@@ -230,6 +235,13 @@ func (d *dispatcher) catchUp(to int64) error {
 		}
 	}
 	d.mu.Unlock()
+	if d.toSchedule {
+		d.toSchedule = false
+		select {
+		case d.scheduled <- struct{}{}:
+		default:
+		}
+	}
 	return err
 }
 

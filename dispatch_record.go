@@ -75,6 +75,7 @@ func (d *dispatcher) dispatch(r commitlog.Record) error {
 	e := consumequeue.Entry{Offset: r.Offset, Size: int32(r.Size), TagsCode: v.TagsCode()}
 	if t := string(v.Topic()); t == topic.Schedule || t == topic.Timer {
 		e.TagsCode = deliverSeconds(v)
+		d.toSchedule = d.toSchedule || t == topic.Schedule
 	}
 	d.batch.entries = append(d.batch.entries, e)
 	d.batch.targets = append(d.batch.targets, target{q, v.QueueOffset()})

@@ -36,7 +36,7 @@ const (
 
 // scheduler delivers delay-level messages: a message with DelayLevel n is
 // stored in the schedule topic's queue n-1 (see delayed); one goroutine
-// per level waits for the head of its queue to be due (store time plus the
+// waits for the head of each level's queue to be due (store time plus the
 // level's delay, on the store's clock), then stores it in its real topic
 // and queue. Each level is FIFO with one delay, so due times are monotone.
 // Progress per level is persisted every 10 s and on Close; after a restart
@@ -45,6 +45,7 @@ const (
 type scheduler struct {
 	s      *Store
 	levels []time.Duration
+	kicked <-chan struct{} // the dispatcher appended to the schedule topic (dispatcher.scheduled)
 	quit   chan struct{}
 	wg     sync.WaitGroup
 
@@ -54,7 +55,7 @@ type scheduler struct {
 }
 
 func newScheduler(s *Store) (*scheduler, error) {
-	d := &scheduler{s: s, levels: s.opts.DelayLevels, quit: make(chan struct{}), progress: map[string]int64{}}
+	d := &scheduler{s: s, levels: s.opts.DelayLevels, kicked: s.disp.scheduled, quit: make(chan struct{}), progress: map[string]int64{}}
 	if _, err := s.topics.EnsureAtLeast(topic.Schedule, len(d.levels)); err != nil {
 		return nil, err
 	}
@@ -117,11 +118,8 @@ func (s *Store) loadDelayProgress() (map[string]int64, error) {
 }
 
 func (d *scheduler) start() {
-	for level := 1; level <= len(d.levels); level++ {
-		d.wg.Add(1)
-		go d.run(level)
-	}
-	d.wg.Add(1)
+	d.wg.Add(2)
+	go d.run()
 	go d.persistLoop()
 }
 
@@ -172,11 +170,6 @@ func (d *scheduler) persistLoop() {
 	}
 }
 
-// sleep waits for dur on the store's clock; false when stopping.
-func (d *scheduler) sleep(dur time.Duration) bool {
-	return sleepUntil(d.s.opts.Clock, d.s.opts.Clock.Now().Add(dur), nil, d.quit)
-}
-
 // sleepUntil waits until the clock reaches t, wake fires, or quit closes
 // (then it returns false). A clock that can arm a timer for an instant
 // (clock.AtTimer: a Fake) gets one for t. Otherwise the timer is armed for
@@ -215,66 +208,136 @@ func sleepUntil(clk clock.Clock, t time.Time, wake <-chan struct{}, quit <-chan 
 // sleepSlack is how late sleepUntil lets a timer be armed.
 const sleepSlack = time.Millisecond
 
-func (d *scheduler) run(level int) {
+// levelState is one delay level's place in the scheduler's loop.
+type levelState struct {
+	level       int
+	key         string // level in decimal, its key in progress
+	q           *consumequeue.Queue
+	off         int64     // next entry to deliver
+	verifyUntil int64     // entries below may have been delivered before the last save
+	retry       backoff   // failed deliveries of the head
+	retryAt     time.Time // the head's next attempt after a failure; zero if none
+}
+
+// serveBatch is how many messages a level delivers before the loop moves
+// on to the next level, so that a backlog at one level does not hold up
+// the others.
+const serveBatch = 64
+
+// run is the scheduler's one goroutine: it serves every level in turn,
+// each until its head is not yet due (or is backing off after a failure)
+// or its queue is empty, then sleeps until the earliest due time or until
+// the dispatcher appends to the schedule topic (kick). One goroutine, not
+// one per level: every goroutine's stack is scanned by each collection,
+// and the 18 default levels are almost always idle.
+func (d *scheduler) run() {
 	defer d.wg.Done()
-	key := strconv.Itoa(level)
-	q, err := d.s.disp.cq.Queue(topic.Schedule, level-1, true)
-	if err != nil {
-		d.s.opts.Logger.Error("mqlite: delay level stopped", "level", level, "err", err)
+	levels, ok := d.levelStates()
+	if !ok {
 		return
 	}
-	d.mu.Lock()
-	off := d.progress[key]
-	d.mu.Unlock()
-	verifyUntil := q.MaxOffset() // delivered after the last save, perhaps
-	if off < verifyUntil && !d.indexed() {
-		return
-	}
-	var retry backoff
 	for {
-		if off < q.MinOffset() {
-			off = q.MinOffset()
-		}
-		if q.MaxOffset() <= off {
-			ch, err := d.s.disp.waitCh(q, off)
-			if err != nil {
-				return // the store is closing or fenced
+		var next time.Time
+		more := false
+		for _, l := range levels {
+			at, full, ok := d.serve(l, serveBatch)
+			if !ok {
+				return
 			}
+			more = more || full
+			if !at.IsZero() && (next.IsZero() || at.Before(next)) {
+				next = at
+			}
+		}
+		select {
+		case <-d.quit:
+			return
+		default:
+		}
+		switch {
+		case more:
+		case next.IsZero():
 			select {
-			case <-ch:
-				continue
+			case <-d.kicked:
 			case <-d.quit:
 				return
 			}
-		}
-		m, err := d.head(q, level, off)
-		if err == nil {
-			due := m.StoreTimestamp.Add(d.levels[level-1])
-			if d.s.opts.Clock.Now().Before(due) {
-				if !sleepUntil(d.s.opts.Clock, due, nil, d.quit) {
-					return
-				}
-				continue
+		default:
+			if !sleepUntil(d.s.opts.Clock, next, d.kicked, d.quit) {
+				return
 			}
-			err = d.deliver(m, off < verifyUntil)
+		}
+	}
+}
+
+// levelStates opens the levels' queues with their progress; a level whose
+// queue cannot be opened is logged and left out. After a restart the
+// entries a level may have delivered since its last save are checked
+// against the index, so the loop first waits for re-dispatch to reach the
+// CommitLog's end; false if the store stops meanwhile.
+func (d *scheduler) levelStates() ([]*levelState, bool) {
+	var levels []*levelState
+	verify := false
+	for level := 1; level <= len(d.levels); level++ {
+		q, err := d.s.disp.cq.Queue(topic.Schedule, level-1, true)
+		if err != nil {
+			d.s.opts.Logger.Error("mqlite: delay level stopped", "level", level, "err", err)
+			continue
+		}
+		l := &levelState{level: level, key: strconv.Itoa(level), q: q, verifyUntil: q.MaxOffset()}
+		d.mu.Lock()
+		l.off = d.progress[l.key]
+		d.mu.Unlock()
+		verify = verify || l.off < l.verifyUntil
+		levels = append(levels, l)
+	}
+	if verify && !d.indexed() {
+		return nil, false
+	}
+	return levels, true
+}
+
+// serve delivers up to max due messages of level l. It returns when the
+// level waits next (zero: for a new entry), whether it stopped at max with
+// more perhaps due, and false when the store is closing.
+func (d *scheduler) serve(l *levelState, max int) (at time.Time, full, ok bool) {
+	clk := d.s.opts.Clock
+	for range max {
+		now := clk.Now()
+		if now.Before(l.retryAt) {
+			return l.retryAt, false, true
+		}
+		if min := l.q.MinOffset(); l.off < min {
+			l.off = min
+		}
+		if l.q.MaxOffset() <= l.off {
+			return time.Time{}, false, true
+		}
+		m, err := d.head(l.q, l.level, l.off)
+		if err == nil {
+			due := m.StoreTimestamp.Add(d.levels[l.level-1])
+			if now.Before(due) {
+				return due, false, true
+			}
+			err = d.deliver(m, l.off < l.verifyUntil)
 		}
 		if err != nil {
 			if errors.Is(err, errs.ErrClosed) {
-				return
+				return time.Time{}, false, false
 			}
-			wait := retry.fail()
-			d.s.opts.Logger.Warn("mqlite: delayed delivery failed; retrying", "level", level, "offset", off, "err", err, "retry_in", wait)
-			if !d.sleep(wait) {
-				return
-			}
-			continue
+			wait := l.retry.fail()
+			d.s.opts.Logger.Warn("mqlite: delayed delivery failed; retrying", "level", l.level, "offset", l.off, "err", err, "retry_in", wait)
+			l.retryAt = clk.Now().Add(wait)
+			return l.retryAt, false, true
 		}
-		retry.reset()
-		off++
+		l.retry.reset()
+		l.retryAt = time.Time{}
+		l.off++
 		d.mu.Lock()
-		d.progress[key] = off
+		d.progress[l.key] = l.off
 		d.mu.Unlock()
 	}
+	return time.Time{}, true, true
 }
 
 // indexed waits until the CommitLog as of now is dispatched, so the index

@@ -28,7 +28,7 @@ func TestVerifyHealthy(t *testing.T) {
 	require.Empty(t, rep.Problems)
 	require.EqualValues(t, 15, rep.Records)
 	require.EqualValues(t, 15, rep.Entries)
-	// The delay-level goroutines create their (empty) queues in the
+	// The scheduler creates the delay levels' (empty) queues in the
 	// background: Verify saw at most what exists now.
 	require.LessOrEqual(t, rep.Queues, len(s.disp.cq.Queues()))
 	require.Positive(t, rep.Queues)

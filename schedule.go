@@ -297,18 +297,18 @@ func (d *scheduler) levelStates() ([]*levelState, bool) {
 	return levels, true
 }
 
-// serve delivers up to max due messages of level l. It returns when the
-// level waits next (zero: for a new entry), whether it stopped at max with
-// more perhaps due, and false when the store is closing.
-func (d *scheduler) serve(l *levelState, max int) (at time.Time, full, ok bool) {
+// serve delivers up to limit due messages of level l. It returns when the
+// level waits next (zero: for a new entry), whether it stopped at limit
+// with more perhaps due, and false when the store is closing.
+func (d *scheduler) serve(l *levelState, limit int) (at time.Time, full, ok bool) {
 	clk := d.s.opts.Clock
-	for range max {
+	for range limit {
 		now := clk.Now()
 		if now.Before(l.retryAt) {
 			return l.retryAt, false, true
 		}
-		if min := l.q.MinOffset(); l.off < min {
-			l.off = min
+		if first := l.q.MinOffset(); l.off < first {
+			l.off = first
 		}
 		if l.q.MaxOffset() <= l.off {
 			return time.Time{}, false, true

@@ -58,15 +58,25 @@ func mqliteGoroutines() int {
 }
 
 func countMqliteGoroutines() int {
-	buf := make([]byte, 1<<20)
-	buf = buf[:runtime.Stack(buf, true)]
 	n := 0
-	for _, g := range strings.Split(string(buf), "\n\n") {
+	for _, g := range goroutineStacks() {
 		if strings.Contains(g, "github.com/mqlite/mqlite") && !strings.Contains(g, "testing.tRunner") {
 			n++
 		}
 	}
 	return n
+}
+
+// goroutineStacks is every goroutine's stack trace, one string each.
+func goroutineStacks() []string {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			return strings.Split(string(buf[:n]), "\n\n")
+		}
+		buf = make([]byte, 2*len(buf))
+	}
 }
 
 // roFixture writes a store with two topics (keys, tags), a consumer group

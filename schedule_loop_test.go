@@ -2,7 +2,6 @@ package mqlite
 
 import (
 	"context"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -16,17 +15,8 @@ import (
 // goroutinesBy counts the goroutines that fn started (whether or not they
 // have run yet).
 func goroutinesBy(fn string) int {
-	buf := make([]byte, 1<<20)
-	for {
-		n := runtime.Stack(buf, true)
-		if n < len(buf) {
-			buf = buf[:n]
-			break
-		}
-		buf = make([]byte, 2*len(buf))
-	}
 	count := 0
-	for g := range strings.SplitSeq(string(buf), "\n\n") {
+	for _, g := range goroutineStacks() {
 		if strings.Contains(g, "\ncreated by "+fn+" in goroutine ") {
 			count++
 		}

@@ -88,8 +88,11 @@ func (l *Log) recoverReadOnly() (err error) {
 	// torn one). Damage with valid records after it is not the end: the
 	// view reads past it (readPastDamage).
 	i, pos, k, _ := l.scanFrom(segs, si, len(segs))
-	i, pos = l.readPastDamage(segs, i, pos, k)
+	i, pos, k = l.readPastDamage(segs, i, pos, k)
 	end := segs[i].start + pos
+	if k == kBad {
+		l.report.Torn = [2]int64{end, segs[i].start + l.tornEnd(segs[i], pos)}
+	}
 	for _, s := range segs[i+1:] { // preallocated ahead, empty as of now
 		s.release()
 	}
@@ -109,7 +112,7 @@ func (l *Log) recoverReadOnly() (err error) {
 // A reader sharing the owner's page cache might see a record the owner is
 // writing before the ones after it: the bytes are checked again once a
 // valid record is found after them.
-func (l *Log) readPastDamage(segs []*segment, i int, pos int64, k kind) (int, int64) {
+func (l *Log) readPastDamage(segs []*segment, i int, pos int64, k kind) (int, int64, kind) {
 	for k == kBad {
 		s := segs[i]
 		next, ok := l.nextRecord(s, pos)
@@ -123,7 +126,23 @@ func (l *Log) readPastDamage(segs []*segment, i int, pos int64, k kind) (int, in
 		}
 		i, pos, k, _ = l.scanAt(segs, i, next, len(segs))
 	}
-	return i, pos
+	return i, pos, k
+}
+
+// tornEnd is the end of the invalid bytes at pos of s, which no valid
+// record follows: the end its frame header claims if that is plausible
+// (headerEnd), else the first run of 64 zero bytes.
+func (l *Log) tornEnd(s *segment, pos int64) int64 {
+	if e := l.headerEnd(s, pos); e > 0 {
+		return e
+	}
+	for p := pos; p < l.opts.SegmentSize; p += 64 {
+		e := min(p+64, l.opts.SegmentSize)
+		if isZero(s.buf[p:e]) {
+			return max(p, pos+1)
+		}
+	}
+	return l.opts.SegmentSize
 }
 
 // nextRecord is the position of the first valid record of this life of s

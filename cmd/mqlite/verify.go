@@ -145,3 +145,44 @@ func runRebuild(e *env, _ []string) int {
 	fmt.Fprintf(e.stdout, "rebuilt the ConsumeQueue and IndexFile of %s from %d CommitLog bytes\n", e.dir, rep.Redispatched)
 	return exitOK
 }
+
+func runSalvage(e *env, args []string) int {
+	o, err := e.options()
+	if err != nil {
+		return e.fail(exitUsage, "salvage "+e.dir, err)
+	}
+	rep, err := mqlite.Salvage(context.Background(), e.dir, args[0], o)
+	if err != nil {
+		return e.fail(exitUsage, "salvage "+e.dir+" into "+args[0], err)
+	}
+	code := exitOK
+	if !rep.OK() {
+		code = exitProblem
+	}
+	if e.json {
+		if rep.Dropped == nil {
+			rep.Dropped = []mqlite.DroppedRange{}
+		}
+		return max(code, e.printJSON(rep))
+	}
+	w := e.stdout
+	skipped := int64(0)
+	for _, n := range rep.Skipped {
+		skipped += n
+	}
+	status := "OK"
+	if !rep.OK() {
+		status = "DROPPED"
+	}
+	t := newTable(w, "COPIED", "SKIPPED", "DROPPED", "STATUS")
+	t.row(rep.Copied, skipped, len(rep.Dropped), status)
+	t.flush()
+	if len(rep.Dropped) > 0 {
+		fmt.Fprintln(w, "\ndropped:")
+		for _, d := range rep.Dropped {
+			fmt.Fprintf(w, "  %s\n", d)
+		}
+	}
+	fmt.Fprintf(w, "\nnew store: %s\n", args[0])
+	return code
+}

@@ -23,7 +23,7 @@ type PutResult struct {
 	// then the waiting message in its real topic and queue, QueueOffset -1.
 	Delayed bool
 	uniq    [UniqLen]byte
-	ownUniq     string
+	ownUniq string
 }
 
 // NewPutResult is for stores: own is the unique key the message carried,

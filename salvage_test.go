@@ -8,6 +8,9 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/mqlite/mqlite/clock"
+	"github.com/mqlite/mqlite/topic"
 )
 
 // TestSalvage damages a store in three places (a payload byte of a record
@@ -120,4 +123,48 @@ func TestSalvage(t *testing.T) {
 	}
 	require.Equal(t, want[0], got[0])
 	require.Equal(t, want[1], got[1])
+}
+
+// TestSalvageDelayed: a delayed message already delivered is copied once
+// (its delivery), one still waiting is stored delayed again and delivered
+// once when due; transaction records are not copied, and the report
+// counts what it skipped.
+func TestSalvageDelayed(t *testing.T) {
+	root := t.TempDir()
+	src, dst := filepath.Join(root, "src"), filepath.Join(root, "dst")
+	clk := clock.NewFake(t0)
+	opts := &Options{SegmentSize: 64 << 10, NoWarm: true, Clock: clk}
+	s, err := Open(src, opts)
+	require.NoError(t, err)
+	require.NoError(t, s.CreateTopic("d", TopicConfig{Queues: 2}))
+	ctx := context.Background()
+	_, err = s.Put(ctx, &Message{Topic: "d", DelayLevel: 1, Body: []byte("soon")}, 1)
+	require.NoError(t, err)
+	_, err = s.Put(ctx, &Message{Topic: "d", DelayLevel: 18, Body: []byte("later")}, 1)
+	require.NoError(t, err)
+	clk.Advance(time.Second)
+	require.Equal(t, "soon", string(readN(t, s, "d", 1, 1)[0].Body))
+	require.NoError(t, s.Close())
+
+	rep, err := Salvage(ctx, src, dst, opts)
+	require.NoError(t, err)
+	require.True(t, rep.OK(), "%v", rep.Dropped)
+	require.EqualValues(t, 2, rep.Copied, "the delivery of soon, and later delayed again")
+	require.Equal(t, map[string]int64{topic.Schedule: 1}, rep.Skipped)
+
+	n, err := Open(dst, opts)
+	require.NoError(t, err)
+	defer n.Close()
+	require.Equal(t, "soon", string(readN(t, n, "d", 1, 1)[0].Body))
+	require.NoError(t, n.WaitVisible(ctx))
+	max, err := n.MaxOffset("d", 1)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, max, "later waits")
+	clk.Advance(2*time.Hour + time.Second)
+	ms := readRange(t, n, "d", 1, 1, 2)
+	require.Equal(t, "later", string(ms[0].Body))
+	require.NoError(t, n.WaitVisible(ctx))
+	max, err = n.MaxOffset("d", 1)
+	require.NoError(t, err)
+	require.EqualValues(t, 2, max, "each once")
 }

@@ -33,7 +33,10 @@
 //
 // A message with a DelayLevel goes to the schedule topic and comes back
 // to its topic when due; one with a DeliverAt time goes to the timer topic
-// and is bucketed on disk by due minute. A handler's ReconsumeLater sends
+// and is bucketed on disk by due minute. The result of such a send has
+// Delayed set, the queue of delivery and QueueOffset -1 (assigned at
+// delivery); MessageByID of its ID returns the delivered message once
+// delivered (it has its own ID). A handler's ReconsumeLater sends
 // the message to the group's retry topic with a growing delay, and past
 // the group's limit to its dead-letter topic (DeadLetters, Redrive).
 // Transactions (package txn) store a half message, run the local

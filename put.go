@@ -3,6 +3,7 @@ package mqlite
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -211,6 +212,16 @@ func topicLimit(m *Message) int {
 }
 
 func (s *Store) result(j *putJob, off int64) PutResult {
+	if j.routed && j.route.RealTopic != "" {
+		// A delayed message: the queue it will be delivered to, and no
+		// queue offset yet (PutResult.Delayed).
+		q, err := strconv.Atoi(j.route.RealQueue)
+		if err == nil {
+			r := message.NewPutResult(off, commitlog.FrameSize+j.size, q, -1, time.UnixMilli(j.storeMs), j.m.UniqKey, &j.uniq)
+			r.Delayed = true
+			return r
+		}
+	}
 	return message.NewPutResult(off, commitlog.FrameSize+j.size, int(j.queue), j.qoff, time.UnixMilli(j.storeMs),
 		j.m.UniqKey, &j.uniq)
 }

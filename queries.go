@@ -137,7 +137,8 @@ func (s *Store) readEntries(topic string, queue int, from int64, ents []consumeq
 		})
 		read += n
 		if err != nil {
-			return out, at[n], err
+			i := at[n]
+			return out, i, s.entryReadErr(topic, queue, from+int64(i), ents[i].Offset, err)
 		}
 		done = end
 	}
@@ -185,6 +186,21 @@ const MaxReadBytes = 256 << 10
 // names, so key lookups meet such offsets and skip them.
 func (s *Store) removedByRetention(off int64, err error) bool {
 	return errors.Is(err, errs.ErrNotFound) && off < s.log.MinOffset()
+}
+
+// entryReadErr is err, the failed read of commitlog offset off that the
+// entry at logical offset logical of the queue points at. ErrNotFound
+// there, unless retention removed the record, means the entry points at
+// no record (zeros, an end-of-segment marker, the inside of another
+// record; not past the log's end, which a read-only view meets): the log
+// or the entry is damaged, an ErrCorrupt naming the
+// entry, which a consumer may skip (SkipDamaged), not a missing message
+// to wait for.
+func (s *Store) entryReadErr(topic string, queue int, logical, off int64, err error) error {
+	if !errors.Is(err, errs.ErrNotFound) || s.removedByRetention(off, err) || off >= s.log.WrotePosition() {
+		return err
+	}
+	return s.corruptEntry(topic, queue, logical, "entry points at commitlog offset %d, where no record starts: %v", off, err)
 }
 
 // ReadQueue returns up to max messages of the queue from logical offset

@@ -6,6 +6,7 @@ import (
 	"github.com/mqlite/mqlite/commitlog"
 	"github.com/mqlite/mqlite/internal/errs"
 	"github.com/mqlite/mqlite/message"
+	"github.com/mqlite/mqlite/topic"
 )
 
 // Message is what producers send; see package message for the fields.
@@ -67,13 +68,41 @@ func (s *Store) ReadAt(off int64) (*MessageExt, error) {
 }
 
 // MessageByID returns the message with the given ID in O(1): the ID
-// encodes its CommitLog offset.
+// encodes its CommitLog offset. The ID of a delayed send
+// (PutResult.Delayed) names the copy that waits for the delivery time:
+// MessageByID returns the delivered message once it is delivered (found
+// through the IndexFile by its unique key; it has its own ID and queue
+// offset), and until then the waiting message as it will be delivered:
+// its real topic and queue, QueueOffset -1, DelayLevel or DeliverAt set.
 func (s *Store) MessageByID(id string) (*MessageExt, error) {
 	off, err := message.ParseID(id)
 	if err != nil {
 		return nil, err
 	}
-	return s.ReadAt(off)
+	m, err := s.ReadAt(off)
+	if err != nil || (m.Topic != topic.Schedule && m.Topic != topic.Timer) {
+		return m, err
+	}
+	return s.resolveDelayed(m)
+}
+
+// resolveDelayed is the message a waiting delayed or timer copy m becomes:
+// its delivery if there is one, else m as it will be delivered. A copy
+// without a real topic is returned as it is.
+func (s *Store) resolveDelayed(m *MessageExt) (*MessageExt, error) {
+	real, queue, err := fromSchedule(&m.Message)
+	if err != nil {
+		return m, nil
+	}
+	d, err := s.findUniqKey(real.Topic, real.UniqKey, m.StoreTimestamp, sameAttempt(real))
+	if err != nil || d != nil {
+		return d, err
+	}
+	p := *m
+	p.Message = *real
+	p.DelayLevel, p.DeliverAt = m.DelayLevel, m.DeliverAt
+	p.QueueID, p.QueueOffset = int32(queue), -1
+	return &p, nil
 }
 
 // View calls fn with a zero-copy view of the message at offset off, after

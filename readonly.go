@@ -20,8 +20,9 @@ import (
 // ErrReadOnly instead of reaching the disk. What it shows:
 //
 //   - the CommitLog up to the last valid record at Open (a record the
-//     owner is writing at that moment ends it): ReadAt, MessageByID and
-//     View reach every such record;
+//     owner is writing at that moment ends it; damaged bytes with valid
+//     records after them do not, see RecoveryReport.DamagedRanges):
+//     ReadAt, MessageByID and View reach every such record;
 //   - the ConsumeQueues and IndexFiles as the owner's dispatcher had built
 //     them, limited to that CommitLog end: Messages, ReadQueue,
 //     OffsetForTime, MessagesByKey, MinOffset and MaxOffset. Records the
@@ -80,7 +81,12 @@ func (s *Store) openRO() error {
 		return err
 	}
 	end := s.log.WrotePosition()
-	s.recovery = RecoveryReport{CleanShutdown: clean, CheckpointFound: cpOK, CommitLogEnd: end}
+	s.recovery = RecoveryReport{CleanShutdown: clean, CheckpointFound: cpOK, CommitLogEnd: end, DamagedRanges: s.log.Report().Damaged}
+	for _, r := range s.recovery.DamagedRanges {
+		path, pos := s.log.Locate(r[0])
+		s.opts.Logger.Warn("mqlite: read-only open found damaged CommitLog bytes between valid records; reading past them",
+			"path", path, "pos", pos, "from", r[0], "to", r[1])
+	}
 	cq, err := consumequeue.OpenStore(consumequeue.Options{FS: s.fs, Dir: s.path("consumequeue"),
 		EntriesPerFile: s.opts.ConsumeQueueEntries, Logger: s.opts.Logger, ReadOnly: true})
 	if err != nil {

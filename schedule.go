@@ -474,12 +474,18 @@ func fromSchedule(m *Message) (*Message, int, error) {
 // stored at or after since (and, when match is not nil, for which match
 // is true: a retry chain shares one unique key).
 func (s *Store) hasUniqKey(topicName, uniq string, since time.Time, match func(*MessageExt) bool) (bool, error) {
+	m, err := s.findUniqKey(topicName, uniq, since, match)
+	return m != nil, err
+}
+
+// findUniqKey is hasUniqKey returning the message found (nil if none).
+func (s *Store) findUniqKey(topicName, uniq string, since time.Time, match func(*MessageExt) bool) (*MessageExt, error) {
 	if uniq == "" {
-		return false, nil
+		return nil, nil
 	}
 	offs, err := s.disp.idx.Query(topicName+"#"+uniq, since.UnixMilli(), s.opts.Clock.Now().Add(time.Hour).UnixMilli(), 16)
 	if err != nil {
-		return false, err
+		return nil, err
 	}
 	for _, off := range offs {
 		m, err := s.ReadAt(off)
@@ -489,11 +495,11 @@ func (s *Store) hasUniqKey(topicName, uniq string, since time.Time, match func(*
 			continue
 		}
 		if err != nil {
-			return false, err
+			return nil, err
 		}
 		if m.UniqKey == uniq && m.Topic == topicName && !m.StoreTimestamp.Before(since.Truncate(time.Millisecond)) && (match == nil || match(m)) {
-			return true, nil
+			return m, nil
 		}
 	}
-	return false, nil
+	return nil, nil
 }

@@ -106,6 +106,13 @@ type RecoveryReport struct {
 	// A topic deleted with DeleteTopic whose queues still hold messages is
 	// among them.
 	RestoredTopics []string
+	// DamagedRanges, for a read-only Store only, lists the CommitLog
+	// ranges [from, to) of damaged bytes that Open found between valid
+	// records of the last segments and read past: the view goes on to the
+	// true end, the records there read as ErrCorrupt, and Verify reports
+	// them. (A writable Open refuses such a store with ErrCorrupt, or
+	// truncates a torn tail.)
+	DamagedRanges [][2]int64
 }
 
 // Open opens (creating if needed) the store in dir. A nil opts means the

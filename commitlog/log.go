@@ -131,6 +131,15 @@ type Report struct {
 	// clean close's last record may be torn too); this says it cost data
 	// that was acknowledged as durable.
 	LostFlushed int64
+	// Damaged lists, for a read-only open, the ranges [from, to) of
+	// invalid bytes it found between valid records of a segment while
+	// looking for the end, and read past (Verify reports them too).
+	Damaged [][2]int64
+	// Torn is, for a read-only open, the range [End, x) of invalid bytes
+	// at the end that no valid record follows (a record the owner is
+	// writing, or a torn or damaged last record); zero when the log ends
+	// at zeros or a segment end.
+	Torn [2]int64
 }
 
 // Log is a segmented, memory-mapped append-only log. Append, Flush, reads

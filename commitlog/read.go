@@ -18,7 +18,8 @@ type Record struct {
 // Read verifies the record at off (frame, stored offset, CRC32-C) and calls
 // fn with a view of it. It returns ErrNotFound when off is outside the log
 // (below MinOffset: removed by retention) or not the start of a record, and
-// an ErrCorrupt when the record is damaged. It takes no lock: the segment
+// an ErrCorrupt naming the segment file and position when the record there
+// is damaged, in any field of its frame (damagedFrame). It takes no lock: the segment
 // stays mapped until fn returns, even if DeleteBefore removes it meanwhile.
 func (l *Log) Read(off int64, fn func(Record) error) (err error) {
 	w := l.wrote.Load() // before pinning: the snapshot holds every segment below w
@@ -80,16 +81,30 @@ func (l *Log) recordAt(snap *snapshot, w, off int64) (Record, error) {
 	switch k {
 	case kRecord:
 	case kBad:
-		// Only a frame with our magic is a damaged record; check() also
-		// reports garbage in the last bytes of a segment, where no frame fits.
-		if pos+8 <= l.opts.SegmentSize && le.Uint32(s.buf[pos+4:]) == MagicV1 {
-			return Record{}, errs.Corrupt(s.path, pos, "%s", reason)
+		if l.damagedFrame(s, pos) {
+			return Record{}, errs.Corrupt(s.path, pos, "record at offset %d: %s", off, reason)
 		}
 		return Record{}, fmt.Errorf("mqlite/commitlog: no record starts at offset %d: %w", off, errs.ErrNotFound)
 	default:
 		return Record{}, fmt.Errorf("mqlite/commitlog: no record starts at offset %d: %w", off, errs.ErrNotFound)
 	}
 	return Record{Offset: off, Size: int(n), Payload: s.buf[pos+FrameSize : pos+n]}, nil
+}
+
+// damagedFrame tells whether the invalid frame at pos of s is a damaged
+// record rather than a position inside one: it still has our magic, or it
+// still stores its own offset. One changed bit leaves at least one of the
+// two, whichever header field it hits (a record's stored offset is eight
+// bytes that equal its position: a payload matches it only by design). So
+// an offset an index handed out (a ConsumeQueue entry, an IndexFile hit, a
+// message ID) reads as ErrCorrupt when its frame is damaged, not as
+// ErrNotFound, which means "no record was ever there". check() also reports
+// garbage in the last bytes of a segment, where no frame fits: not a record.
+func (l *Log) damagedFrame(s *segment, pos int64) bool {
+	rest := l.opts.SegmentSize - pos
+	b := s.buf[pos:]
+	return rest >= 8 && le.Uint32(b[4:]) == MagicV1 ||
+		rest >= 20 && int64(le.Uint64(b[12:])) == s.start+pos
 }
 
 // Scan calls fn for each record in [from, to), in order, skipping

@@ -1,6 +1,7 @@
 package commitlog
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -84,9 +85,14 @@ func (l *Log) recoverReadOnly() (err error) {
 		}
 	}
 	// It ends at zeros, or at a record the owner is writing now (or a
-	// torn one).
-	i, pos, _, _ := l.scanFrom(segs, si, len(segs))
+	// torn one). Damage with valid records after it is not the end: the
+	// view reads past it (readPastDamage).
+	i, pos, k, _ := l.scanFrom(segs, si, len(segs))
+	i, pos, k = l.readPastDamage(segs, i, pos, k)
 	end := segs[i].start + pos
+	if k == kBad {
+		l.report.Torn = [2]int64{end, segs[i].start + l.tornEnd(segs[i], pos)}
+	}
 	for _, s := range segs[i+1:] { // preallocated ahead, empty as of now
 		s.release()
 	}
@@ -94,8 +100,73 @@ func (l *Log) recoverReadOnly() (err error) {
 	l.mu.cur = segs[i]
 	l.wrote.Store(end)
 	l.flushed.Store(end)
-	l.report = Report{Start: segs[si].start, End: end}
+	l.report.Start, l.report.End = segs[si].start, end
 	return nil
+}
+
+// readPastDamage goes on from where scanFrom stopped (segs[i], pos, what
+// is there): while that is invalid bytes followed by a valid record of
+// this life of the same segment, it records the bytes in between in
+// Report.Damaged and scans on from that record. Invalid bytes followed by
+// nothing valid are where the log ends (the owner writing, a torn tail).
+// A reader sharing the owner's page cache might see a record the owner is
+// writing before the ones after it: the bytes are checked again once a
+// valid record is found after them.
+func (l *Log) readPastDamage(segs []*segment, i int, pos int64, k kind) (int, int64, kind) {
+	for k == kBad {
+		s := segs[i]
+		next, ok := l.nextRecord(s, pos)
+		if !ok {
+			break
+		}
+		if _, again, _ := l.check(s, pos, true); again == kRecord {
+			next = pos // complete now: the owner was writing it
+		} else {
+			l.report.Damaged = append(l.report.Damaged, [2]int64{s.start + pos, s.start + next})
+		}
+		i, pos, k, _ = l.scanAt(segs, i, next, len(segs))
+	}
+	return i, pos, k
+}
+
+// tornEnd is the end of the invalid bytes at pos of s, which no valid
+// record follows: the end its frame header claims if that is plausible
+// (headerEnd), else the first run of 64 zero bytes.
+func (l *Log) tornEnd(s *segment, pos int64) int64 {
+	if e := l.headerEnd(s, pos); e > 0 {
+		return e
+	}
+	for p := pos; p < l.opts.SegmentSize; p += 64 {
+		e := min(p+64, l.opts.SegmentSize)
+		if isZero(s.buf[p:e]) {
+			return max(p, pos+1)
+		}
+	}
+	return l.opts.SegmentSize
+}
+
+// nextRecord is the position of the first valid record of this life of s
+// after pos, if there is one. It reads only the parts of the file that
+// hold data (vfs.DataRanges).
+func (l *Log) nextRecord(s *segment, pos int64) (int64, bool) {
+	var magic [4]byte
+	le.PutUint32(magic[:], MagicV1)
+	p := pos + 1
+	for _, r := range vfs.DataRanges(l.opts.FS, s.path, pos&^(vfs.PageSize-1), l.opts.SegmentSize) {
+		p = max(p, r[0])
+		for p+FrameSize <= r[1] {
+			j := bytes.Index(s.buf[p+4:r[1]], magic[:])
+			if j < 0 {
+				break
+			}
+			cand := p + int64(j)
+			if _, k, _ := l.check(s, cand, true); k == kRecord {
+				return cand, true
+			}
+			p = cand + 1
+		}
+	}
+	return 0, false
 }
 
 // listReadOnly lists the segment files like listSegments, without

@@ -185,3 +185,39 @@ func TestReadOnlySegmentShapes(t *testing.T) {
 	require.ErrorIs(t, r.Read(0, func(Record) error { return nil }), ErrNotFound)
 	require.NoError(t, r.Close())
 }
+
+// A read-only open reads past damage in the middle of the last segment
+// (valid records after it) to the true end, listing the damaged range in
+// its Report; a damaged last record is where the log ends, as a torn one.
+func TestReadOnlyPastDamage(t *testing.T) {
+	fs := vfs.NewMem()
+	const dir = "/cl"
+	w := openLog(t, fs, dir, MinSegmentSize)
+	var offs []int64
+	for i := 0; w.WrotePosition() < MinSegmentSize+3000; i++ {
+		off, err := w.Append(bytesAppender(payload(i, 200)))
+		require.NoError(t, err)
+		offs = append(offs, off)
+	}
+	end := w.WrotePosition()
+	last := len(offs) - 1
+	k := last - 3 // in the last segment, valid records after it
+	require.GreaterOrEqual(t, offs[k], int64(MinSegmentSize))
+	seg := w.snap.Load().segs[1]
+	pos := offs[k] - seg.start
+	seg.buf[pos+5] ^= 2 // the magic
+	seg.buf[offs[last]-seg.start+FrameSize] ^= 1
+
+	r, err := Open(Options{Dir: dir, FS: fs, SegmentSize: MinSegmentSize, ReadOnly: true})
+	require.NoError(t, err)
+	defer r.Close()
+	require.Equal(t, offs[last], r.WrotePosition(), "the end is the damaged last record")
+	require.Equal(t, [][2]int64{{offs[k], offs[k+1]}}, r.Report().Damaged)
+	noop := func(Record) error { return nil }
+	require.ErrorIs(t, r.Read(offs[k], noop), ErrCorrupt)
+	require.NoError(t, r.Read(offs[k+1], noop))
+	require.NoError(t, r.Read(offs[k+2], noop))
+	require.ErrorIs(t, r.Read(offs[last], noop), ErrNotFound)
+	require.Less(t, offs[last], end)
+	require.NoError(t, w.Close())
+}

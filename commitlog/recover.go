@@ -277,6 +277,11 @@ func (l *Log) recover() error {
 // It stops at the start of segs[upto] (returning upto, 0 and kBlank) if it
 // gets there.
 func (l *Log) scanFrom(segs []*segment, si, upto int) (i int, pos int64, k kind, reason string) {
+	return l.scanAt(segs, si, 0, upto)
+}
+
+// scanAt is scanFrom from position pos of segs[si], a record boundary.
+func (l *Log) scanAt(segs []*segment, si int, pos int64, upto int) (i int, _ int64, k kind, reason string) {
 	i = si
 	for {
 		var n int64

@@ -14,8 +14,16 @@ type PutResult struct {
 	QueueID     int
 	QueueOffset int64
 	StoreTime   time.Time
-	uniq        [UniqLen]byte
-	ownUniq     string
+	// Delayed is set for a message stored to wait for its delivery time
+	// (a DelayLevel, or a DeliverAt in the future): QueueID is the queue
+	// of its topic it will be delivered to, QueueOffset is -1 (the queue
+	// offset is assigned at delivery), and Offset, Size and MsgID name the
+	// waiting copy; MessageByID of that ID returns the delivered message
+	// once it is delivered (with its own ID and queue offset), and until
+	// then the waiting message in its real topic and queue, QueueOffset -1.
+	Delayed bool
+	uniq    [UniqLen]byte
+	ownUniq string
 }
 
 // NewPutResult is for stores: own is the unique key the message carried,

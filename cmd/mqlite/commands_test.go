@@ -105,50 +105,100 @@ func flipByte(t *testing.T, dir string, segSize, off int64) {
 // (frame 28 bytes, then the payload's fixed fields and body length).
 func bodyOffset(r mqlite.PutResult) int64 { return r.Offset + 28 + 56 }
 
+// damageModes runs fn on a fixture as the tool sees it writable, with
+// -readonly, and (if locked) while a Store of this process holds it, so
+// that the tool falls back to read-only.
+func damageModes(t *testing.T, locked bool, fn func(t *testing.T, f *fixture, hold func())) {
+	t.Run("writable", func(t *testing.T) { fn(t, newFixture(t), func() {}) })
+	t.Run("readonly", func(t *testing.T) {
+		f := newFixture(t)
+		f.args = []string{"-readonly"}
+		fn(t, f, func() {})
+	})
+	if !locked {
+		return
+	}
+	t.Run("locked", func(t *testing.T) {
+		f := newFixture(t)
+		fn(t, f, func() {
+			s, err := mqlite.Open(f.dir, &f.opts)
+			require.NoError(t, err)
+			t.Cleanup(func() { require.NoError(t, s.Close()) })
+		})
+	})
+}
+
 // TestVerifyDamageInOpenStore damages a record in the oldest of many
 // segments, which recovery after a clean shutdown does not re-read: the
-// store opens, and verify finds the damage.
+// store opens, and verify finds the damage, in every mode.
 func TestVerifyDamageInOpenStore(t *testing.T) {
-	f := newFixture(t)
-	s, err := mqlite.Open(f.dir, &f.opts)
-	require.NoError(t, err)
-	for i := range 2000 {
-		_, err := s.Put(t.Context(), &mqlite.Message{Topic: "bulk", Body: []byte(strings.Repeat("b", 100+i%50))}, 0)
+	damageModes(t, true, func(t *testing.T, f *fixture, hold func()) {
+		s, err := mqlite.Open(f.dir, &f.opts)
 		require.NoError(t, err)
-	}
-	require.NoError(t, s.Close())
-	victim := f.puts[6]
-	flipByte(t, f.dir, f.opts.SegmentSize, bodyOffset(victim))
+		for i := range 2000 {
+			_, err := s.Put(t.Context(), &mqlite.Message{Topic: "bulk", Body: []byte(strings.Repeat("b", 100+i%50))}, 0)
+			require.NoError(t, err)
+		}
+		require.NoError(t, s.Close())
+		victim := f.puts[6]
+		flipByte(t, f.dir, f.opts.SegmentSize, bodyOffset(victim))
+		hold()
 
-	out, errOut, code := f.run(t, "verify")
-	require.Equal(t, 1, code, "stderr: %s", errOut)
-	require.Contains(t, out, "DAMAGED")
-	require.Contains(t, out, "commitlog offset "+strconv.FormatInt(victim.Offset, 10)+" ")
-	require.Contains(t, out, "consumequeue orders/2@1: points at commitlog offset "+strconv.FormatInt(victim.Offset, 10))
+		out, errOut, code := f.run(t, "verify")
+		require.Equal(t, 1, code, "stderr: %s", errOut)
+		require.Contains(t, out, "DAMAGED")
+		require.Contains(t, out, "commitlog offset "+strconv.FormatInt(victim.Offset, 10)+" ")
+		require.Contains(t, out, "consumequeue orders/2@1: points at commitlog offset "+strconv.FormatInt(victim.Offset, 10))
 
-	var rep verifyResult
-	f.runJSON(t, &rep, 1, "verify")
-	require.False(t, rep.OK)
-	require.Len(t, rep.Problems, 2)
-	require.Empty(t, rep.OpenError)
+		var rep verifyResult
+		f.runJSON(t, &rep, 1, "verify")
+		require.False(t, rep.OK)
+		require.Len(t, rep.Problems, 2)
+		require.Empty(t, rep.OpenError)
+		require.EqualValues(t, 2012, rep.Records, "every record but the damaged one")
+	})
 }
 
 // TestVerifyDamageRefusedAtOpen damages a record that recovery reads:
 // Open refuses the store (damage before data proven durable), and verify
-// reports that with the offset.
+// reports that with the offset. Read-only, the view reads past the damage
+// to the true end: verify checks every record and names the damage, and
+// stats shows the true queue maxima with a warning.
 func TestVerifyDamageRefusedAtOpen(t *testing.T) {
-	f := newFixture(t)
-	victim := f.puts[2]
-	flipByte(t, f.dir, f.opts.SegmentSize, bodyOffset(victim))
+	damageModes(t, false, func(t *testing.T, f *fixture, _ func()) {
+		victim := f.puts[2]
+		flipByte(t, f.dir, f.opts.SegmentSize, bodyOffset(victim))
 
-	out, errOut, code := f.run(t, "verify")
-	require.Equal(t, 1, code, "stderr: %s", errOut)
-	require.Contains(t, out, "DAMAGED")
-	require.Contains(t, out, fmt.Sprintf("at offset %d: checksum mismatch", victim.Offset))
+		out, errOut, code := f.run(t, "verify")
+		require.Equal(t, 1, code, "stderr: %s", errOut)
+		require.Contains(t, out, "DAMAGED")
+		if len(f.args) == 0 {
+			require.Contains(t, out, fmt.Sprintf("at offset %d: checksum mismatch", victim.Offset))
+			_, errOut, code = f.run(t, "topics")
+			require.Equal(t, 1, code)
+			require.Contains(t, errOut, "recovery found damage")
+			return
+		}
+		require.Contains(t, out, fmt.Sprintf("commitlog offset %d ", victim.Offset))
+		require.Contains(t, out, "checksum mismatch")
+		var rep verifyResult
+		f.runJSON(t, &rep, 1, "verify")
+		require.EqualValues(t, 12, rep.Records, "every record but the damaged one")
 
-	_, errOut, code = f.run(t, "topics")
-	require.Equal(t, 1, code)
-	require.Contains(t, errOut, "recovery found damage")
+		var st mqlite.Stats
+		out, errOut, code = f.run(t, "-json", "stats")
+		require.Equal(t, 0, code, "stderr: %s", errOut)
+		require.NoError(t, json.Unmarshal([]byte(out), &st))
+		require.Contains(t, errOut, fmt.Sprintf("warning: the CommitLog is damaged at offsets [%d, %d)", victim.Offset, f.puts[3].Offset))
+		require.EqualValues(t, 2033, st.CommitLog.WrotePosition, "the true end")
+		for _, ts := range st.Topics {
+			if ts.Name == "orders" {
+				for _, q := range ts.Queues {
+					require.EqualValues(t, []int64{3, 3, 2, 2}[q.ID], q.MaxOffset, "orders queue %d", q.ID)
+				}
+			}
+		}
+	})
 }
 
 func TestUsageErrors(t *testing.T) {
@@ -238,4 +288,44 @@ func TestRebuildIndex(t *testing.T) {
 	require.Contains(t, out, f.ids[5])
 	_, _, code = f.run(t, "verify")
 	require.Equal(t, 0, code)
+}
+
+// TestSalvageCommand salvages the fixture with one record damaged (a
+// store Open refuses): exit 1, the dropped range named by file and
+// offset, and the new store opens, verifies OK and holds the 12 other
+// messages; salvaging the new store again drops nothing (exit 0), and an
+// occupied target is a usage error.
+func TestSalvageCommand(t *testing.T) {
+	f := newFixture(t)
+	victim := f.puts[2]
+	flipByte(t, f.dir, f.opts.SegmentSize, bodyOffset(victim))
+	dst := filepath.Join(t.TempDir(), "new")
+
+	out, errOut, code := f.run(t, "salvage", dst)
+	require.Equal(t, 1, code, "stderr: %s", errOut)
+	require.Contains(t, out, "DROPPED")
+	seg := filepath.Join(f.dir, "commitlog", fmt.Sprintf("%020d", 0))
+	require.Contains(t, out, fmt.Sprintf("%s at %d: commitlog offsets [%d, %d)", seg, victim.Offset, victim.Offset, f.puts[3].Offset))
+	require.Contains(t, out, "checksum mismatch")
+
+	out, errOut, code = runTool(t, "-dir", dst, "verify")
+	require.Equal(t, 0, code, "stderr: %s\n%s", errOut, out)
+	require.Contains(t, out, "OK")
+	var rep verifyResult
+	out, errOut, code = runTool(t, "-dir", dst, "-json", "verify")
+	require.Equal(t, 0, code, "stderr: %s", errOut)
+	require.NoError(t, json.Unmarshal([]byte(out), &rep))
+	require.EqualValues(t, 12, rep.Records)
+
+	var srep mqlite.SalvageReport
+	again := filepath.Join(t.TempDir(), "again")
+	out, errOut, code = runTool(t, "-dir", dst, "-json", "salvage", again)
+	require.Equal(t, 0, code, "stderr: %s", errOut)
+	require.NoError(t, json.Unmarshal([]byte(out), &srep))
+	require.EqualValues(t, 12, srep.Copied)
+	require.Empty(t, srep.Dropped)
+
+	_, errOut, code = f.run(t, "salvage", dst)
+	require.Equal(t, 2, code)
+	require.Contains(t, errOut, "not empty")
 }

@@ -66,6 +66,7 @@ func runStats(e *env, all bool) int {
 		if err != nil {
 			return e.fail(exitUsage, "read stats", err)
 		}
+		e.warnDamage(s)
 		if e.json {
 			return e.printJSON(st)
 		}
@@ -174,4 +175,14 @@ func subscription(s consumer.Subscription) string {
 		return s.Topic
 	}
 	return fmt.Sprintf("%s(%s %s)", s.Topic, s.FilterType, s.Expression)
+}
+
+// warnDamage says on stderr which damaged CommitLog ranges a read-only
+// Open read past (RecoveryReport.DamagedRanges): the figures count the
+// records around them, and verify says what was lost.
+func (e *env) warnDamage(s *mqlite.Store) {
+	for _, r := range s.Recovery().DamagedRanges {
+		fmt.Fprintf(e.stderr, "mqlite %s: warning: the CommitLog is damaged at offsets [%d, %d) (read past; run mqlite verify)\n",
+			e.cmd, r[0], r[1])
+	}
 }

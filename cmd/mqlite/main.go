@@ -15,6 +15,7 @@
 //	print           messages of a queue:          -topic T [-queue Q] [-offset N | -time T1] [-n N]
 //	tail            the last messages of a queue: -topic T [-queue Q] [-n N]
 //	verify          check every CommitLog record and ConsumeQueue entry
+//	salvage NEWDIR  copy every good record into a new store; list the damaged ranges dropped
 //	rebuild-index   delete the ConsumeQueue and IndexFile and rebuild them from the CommitLog
 //
 // "mqlite <command> -h" describes a command's flags. -dir and -json may
@@ -22,8 +23,13 @@
 // With -json every command prints one indented JSON document (message
 // bodies in base64).
 //
-// Exit status: 0 success; 1 damage found, or nothing found (get, query, an
-// unknown topic); 2 bad usage, or the store cannot be opened.
+// Exit status: 0 success; 1 damage found (verify; salvage dropped
+// something), or nothing found (get, query, an unknown topic); 2 bad
+// usage, or the store cannot be opened.
+//
+// salvage opens the store read-only (it changes nothing there, and works
+// on a store Open refuses as damaged) and creates a new store in NEWDIR,
+// which must not exist or be empty; see mqlite.Salvage.
 //
 // The tool opens the store as a library user does (mqlite.Open), taking
 // the directory lock, so a store whose last owner crashed is recovered
@@ -84,6 +90,8 @@ var commands = []*command{
 	{name: "print", summary: "print messages of a queue from an offset or a time", setup: printCmd},
 	{name: "tail", summary: "print the last messages of a queue", setup: tailCmd},
 	{name: "verify", summary: "check every CommitLog record and ConsumeQueue entry; exit 1 on damage", setup: noFlags(runVerify)},
+	{name: "salvage", args: "<newdir>", summary: "copy every good record into a new store in newdir; list what was dropped; exit 1 if anything was",
+		setup: noFlags(runSalvage), minArgs: 1, maxArgs: 1},
 	{name: "rebuild-index", summary: "delete the ConsumeQueue and IndexFile and rebuild them from the CommitLog (store not in use)",
 		setup: noFlags(runRebuild)},
 }

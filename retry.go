@@ -92,6 +92,9 @@ func (s *Store) retryDelay(group string, n int) time.Duration {
 // %DLQ%group instead, where DeadLetters lists it and Redrive sends it
 // back. Consumers call it for a ReconsumeLater; pull consumers too.
 func (s *Store) SendBack(ctx context.Context, group string, m *MessageExt) error {
+	if err := s.enter(ctx, "send back"); err != nil {
+		return err
+	}
 	if err := s.writable("send back"); err != nil {
 		return err
 	}
@@ -242,6 +245,9 @@ func (s *Store) DeadLetters(group string, from int64, max int) ([]*MessageExt, e
 // again. The dead-letter
 // queue keeps its copy: re-driving twice sends it twice.
 func (s *Store) Redrive(ctx context.Context, group, id string) (PutResult, error) {
+	if err := s.enter(ctx, "redrive"); err != nil {
+		return PutResult{}, err
+	}
 	if err := s.writable("redrive"); err != nil {
 		return PutResult{}, err
 	}
@@ -281,6 +287,9 @@ func (s *Store) Redrive(ctx context.Context, group, id string) (PutResult, error
 // RedriveAll re-drives every dead message of group from offset from on
 // (see Redrive) and returns the offset after the last one.
 func (s *Store) RedriveAll(ctx context.Context, group string, from int64) (int64, error) {
+	if err := s.enter(ctx, "redrive all"); err != nil {
+		return 0, err
+	}
 	for {
 		ms, err := s.DeadLetters(group, from, 64)
 		if err != nil || len(ms) == 0 {

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/mqlite/mqlite/internal/errs"
 	"github.com/mqlite/mqlite/message"
 )
 
@@ -29,11 +30,19 @@ func (mg *Manager) NewPullConsumer(group string, o Options) (*PullConsumer, erro
 }
 
 // Group returns the consumer's group name.
-func (c *PullConsumer) Group() string { return c.m.group }
+func (c *PullConsumer) Group() string {
+	if c == nil {
+		return ""
+	}
+	return c.m.group
+}
 
 // ID returns the member's id in its group; empty before the first
 // Subscribe or Assign.
 func (c *PullConsumer) ID() string {
+	if c == nil {
+		return ""
+	}
 	return c.m.publicID()
 }
 
@@ -43,6 +52,9 @@ func (c *PullConsumer) ID() string {
 // ErrInvalidArgument (empty topic, consumer uses Assign, group mismatch),
 // ErrTopicNotFound, ErrClosed.
 func (c *PullConsumer) Subscribe(topic string, f Filter) error {
+	if c == nil {
+		return errs.NilReceiver("consumer.PullConsumer")
+	}
 	m := c.m
 	if err := m.checkState(); err != nil {
 		return err
@@ -90,6 +102,9 @@ func (c *PullConsumer) Subscribe(topic string, f Filter) error {
 // ErrInvalidArgument (queue id out of range or repeated, consumer uses
 // Subscribe), ErrTopicNotFound, ErrClosed.
 func (c *PullConsumer) Assign(topic string, f Filter, queues ...int) error {
+	if c == nil {
+		return errs.NilReceiver("consumer.PullConsumer")
+	}
 	m := c.m
 	if err := m.checkState(); err != nil {
 		return err
@@ -155,6 +170,12 @@ func (c *PullConsumer) Assign(topic string, f Filter, queues ...int) error {
 // Options.ReuseMessages, the messages an earlier Poll returned are
 // released first: they must not be used any more.
 func (c *PullConsumer) Poll(ctx context.Context, max int) ([]*message.MessageExt, error) {
+	if c == nil {
+		return nil, errs.NilReceiver("consumer.PullConsumer")
+	}
+	if err := errs.CheckContext(ctx, "mqlite/consumer: poll"); err != nil {
+		return nil, err
+	}
 	m := c.m
 	if max <= 0 {
 		return nil, fmt.Errorf("mqlite/consumer: Poll max %d: %w", max, ErrInvalidArgument)
@@ -233,6 +254,9 @@ func (m *member) take(max int) []*message.MessageExt {
 // Commit commits, for every queue held, the position after the messages
 // Poll returned (filtered-out messages included).
 func (c *PullConsumer) Commit() error {
+	if c == nil {
+		return errs.NilReceiver("consumer.PullConsumer")
+	}
 	if err := c.m.checkState(); err != nil {
 		return err
 	}
@@ -255,6 +279,9 @@ func (c *PullConsumer) commitAll() {
 // negative: ErrInvalidArgument, nothing changed. ErrNotFound if the queue
 // is not held by this consumer.
 func (c *PullConsumer) CommitOffset(topic string, queue int, next int64) error {
+	if c == nil {
+		return errs.NilReceiver("consumer.PullConsumer")
+	}
 	if err := c.m.checkState(); err != nil {
 		return err
 	}
@@ -277,6 +304,9 @@ func (c *PullConsumer) CommitOffset(topic string, queue int, next int64) error {
 // Position returns the queue's delivered position: the offset after the
 // last message Poll returned or the store filtered out.
 func (c *PullConsumer) Position(topic string, queue int) (int64, error) {
+	if c == nil {
+		return 0, errs.NilReceiver("consumer.PullConsumer")
+	}
 	if err := c.m.checkState(); err != nil {
 		return 0, err
 	}
@@ -293,6 +323,9 @@ func (c *PullConsumer) Position(topic string, queue int) (int64, error) {
 // are dropped). It does not commit. offset must lie in the queue's
 // [min, max] (ErrInvalidArgument); ErrNotFound if the queue is not held.
 func (c *PullConsumer) Seek(topic string, queue int, offset int64) error {
+	if c == nil {
+		return errs.NilReceiver("consumer.PullConsumer")
+	}
 	if err := c.m.checkState(); err != nil {
 		return err
 	}
@@ -352,6 +385,9 @@ func (p *pq) seek(offset int64) error {
 // SeekToTime seeks every held queue to its first message stored at or
 // after t (the queue's max offset if none).
 func (c *PullConsumer) SeekToTime(t time.Time) error {
+	if c == nil {
+		return errs.NilReceiver("consumer.PullConsumer")
+	}
 	return c.m.seekToTime(t, (*pq).seek)
 }
 
@@ -382,6 +418,12 @@ func (m *member) seekToTime(t time.Time, seek func(*pq, int64) error) error {
 // returns the store's error; clustering groups only (ErrInvalidArgument
 // for broadcasting: the retry topic is shared by the whole group).
 func (c *PullConsumer) ReconsumeLater(ctx context.Context, m *message.MessageExt) error {
+	if c == nil {
+		return errs.NilReceiver("consumer.PullConsumer")
+	}
+	if err := errs.CheckContext(ctx, "mqlite/consumer: reconsume later"); err != nil {
+		return err
+	}
 	if err := c.m.checkState(); err != nil {
 		return err
 	}
@@ -398,14 +440,27 @@ func (c *PullConsumer) ReconsumeLater(ctx context.Context, m *message.MessageExt
 }
 
 // Assignment returns the queues assigned to this consumer, sorted.
-func (c *PullConsumer) Assignment() []Queue { return slices.Clone(c.m.targetQueues()) }
+func (c *PullConsumer) Assignment() []Queue {
+	if c == nil {
+		return nil
+	}
+	return slices.Clone(c.m.targetQueues())
+}
 
 // Stats returns counters and per-queue cache figures.
-func (c *PullConsumer) Stats() Stats { return c.m.statsSnapshot() }
+func (c *PullConsumer) Stats() Stats {
+	if c == nil {
+		return Stats{}
+	}
+	return c.m.statsSnapshot()
+}
 
 // Shutdown stops fetching, commits what Poll returned when AutoCommit is
 // on, hands the queues over and persists offsets. Idempotent.
 func (c *PullConsumer) Shutdown(ctx context.Context) error {
+	if c == nil {
+		return errs.NilReceiver("consumer.PullConsumer")
+	}
 	if ctx == nil {
 		ctx = context.Background()
 	}
@@ -414,4 +469,9 @@ func (c *PullConsumer) Shutdown(ctx context.Context) error {
 
 // Close is Shutdown without waiting: a pull consumer has no handler calls
 // to wait for. Idempotent; afterwards every call returns ErrClosed.
-func (c *PullConsumer) Close() error { return c.m.close() }
+func (c *PullConsumer) Close() error {
+	if c == nil {
+		return errs.NilReceiver("consumer.PullConsumer")
+	}
+	return c.m.close()
+}

@@ -46,6 +46,8 @@ type Manager struct {
 	closing atomic.Bool
 	quit    chan struct{}
 	done    chan struct{}
+
+	activity atomic.Uint64 // see Activity
 }
 
 // NewManager loads the group configs and committed offsets from o.Dir

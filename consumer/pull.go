@@ -165,10 +165,11 @@ func (c *PullConsumer) Assign(topic string, f Filter, queues ...int) error {
 
 // Poll returns up to max messages of the assigned queues, blocking until
 // at least one is there, ctx ends (ctx.Err()) or the consumer closes
-// (ErrClosed). With AutoCommit it first commits what earlier Polls
-// returned. Messages of one queue come in queue order. With
-// Options.ReuseMessages, the messages an earlier Poll returned are
-// released first: they must not be used any more.
+// (ErrClosed). Messages already fetched are returned even when ctx is
+// done. With AutoCommit it first commits what earlier Polls returned.
+// Messages of one queue come in queue order. With Options.ReuseMessages,
+// the messages an earlier Poll returned are released first: they must not
+// be used any more.
 func (c *PullConsumer) Poll(ctx context.Context, max int) ([]*message.MessageExt, error) {
 	if c == nil {
 		return nil, errs.NilReceiver("consumer.PullConsumer")
@@ -176,6 +177,22 @@ func (c *PullConsumer) Poll(ctx context.Context, max int) ([]*message.MessageExt
 	if err := errs.CheckContext(ctx, "mqlite/consumer: poll"); err != nil {
 		return nil, err
 	}
+	return c.poll(ctx, max, true)
+}
+
+// TryPoll is Poll without waiting: it returns the messages already
+// fetched, up to max, or none (and no error) when none is. With a fake
+// clock, call the store's Settle first so that the fetchers have caught
+// up with what is stored.
+func (c *PullConsumer) TryPoll(max int) ([]*message.MessageExt, error) {
+	if c == nil {
+		return nil, errs.NilReceiver("consumer.PullConsumer")
+	}
+	return c.poll(context.Background(), max, false)
+}
+
+// poll is Poll; without wait it returns at once when nothing is ready.
+func (c *PullConsumer) poll(ctx context.Context, max int, wait bool) ([]*message.MessageExt, error) {
 	m := c.m
 	if max <= 0 {
 		return nil, fmt.Errorf("mqlite/consumer: Poll max %d: %w", max, ErrInvalidArgument)
@@ -201,6 +218,9 @@ func (c *PullConsumer) Poll(ctx context.Context, max int) ([]*message.MessageExt
 				m.swapPolled(out)
 			}
 			return out, nil
+		}
+		if !wait {
+			return nil, nil
 		}
 		select {
 		case <-m.ready:

@@ -299,11 +299,14 @@ func (m *member) worker(slot int) {
 		if !ok {
 			return
 		}
+		m.busy.Add(1)
 		if m.o.Orderly {
 			m.consumeOrderly(p, slot)
 		} else {
 			m.consumeConcurrent(p, slot)
 		}
+		m.mg.activity.Add(1)
+		m.busy.Add(-1)
 	}
 }
 

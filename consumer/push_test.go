@@ -394,8 +394,8 @@ func TestPushBusyQueueDoesNotStarveOthers(t *testing.T) {
 		defer e.close()
 		e.st.createTopic("t", 2)
 		const deep = 3000
-		var order []int32 // queue of each handler call; one worker: serial
-		next := map[int32]int64{}
+		var order []int // queue of each handler call; one worker: serial
+		next := map[int]int64{}
 		var outOfOrder int
 		gate := make(chan struct{})
 		c := e.push("g", Options{Goroutines: 1, QueueCacheCount: 5000, ConsumeMaxSpan: 5000, ConsumeFromWhere: ConsumeFromFirstOffset}, "t",

@@ -380,7 +380,7 @@ const idSize = 16
 // decodedSize bytes and not shared with anything else.
 func decodeInto(b []byte, off int64, ext *MessageExt, tail []byte) error {
 	v := View(b)
-	ext.QueueID = v.QueueID()
+	ext.QueueID = int(v.QueueID())
 	ext.QueueOffset = v.QueueOffset()
 	ext.StoreTimestamp = time.UnixMilli(v.StoreMs())
 	m := &ext.Message

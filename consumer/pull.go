@@ -48,9 +48,11 @@ func (c *PullConsumer) ID() string {
 
 // Subscribe adds topic with filter f (nil: every message) and joins the
 // group's rebalance (at once; the queues given to this consumer start
-// fetching). Subscribing a topic again replaces its filter. Errors:
-// ErrInvalidArgument (empty topic, consumer uses Assign, group mismatch),
-// ErrTopicNotFound, ErrClosed.
+// fetching). A topic the store does not know yet is fine: its queues are
+// given out once it is created (by CreateTopic or a producer's first
+// send), so consumers and producers may start in any order. Subscribing a
+// topic again replaces its filter. Errors: ErrInvalidArgument (empty or
+// illegal topic name, consumer uses Assign, group mismatch), ErrClosed.
 func (c *PullConsumer) Subscribe(topic string, f Filter) error {
 	if c == nil {
 		return errs.NilReceiver("consumer.PullConsumer")
@@ -59,7 +61,7 @@ func (c *PullConsumer) Subscribe(topic string, f Filter) error {
 	if err := m.checkState(); err != nil {
 		return err
 	}
-	if _, err := m.validateTopic(topic); err != nil {
+	if err := m.validateSubscription(topic); err != nil {
 		return err
 	}
 	m.mu.Lock()
@@ -109,7 +111,7 @@ func (c *PullConsumer) Assign(topic string, f Filter, queues ...int) error {
 	if err := m.checkState(); err != nil {
 		return err
 	}
-	n, err := m.validateTopic(topic)
+	n, err := m.validateTopic("assign", topic)
 	if err != nil {
 		return err
 	}
@@ -459,7 +461,9 @@ func (c *PullConsumer) ReconsumeLater(ctx context.Context, m *message.MessageExt
 	return c.m.sendBack(ctx, m)
 }
 
-// Assignment returns the queues assigned to this consumer, sorted.
+// Assignment returns the queues assigned to this consumer, sorted. A
+// clustering group's retry queue (%RETRY%group) is among them (see
+// Queue.IsRetry).
 func (c *PullConsumer) Assignment() []Queue {
 	if c == nil {
 		return nil

@@ -101,9 +101,11 @@ func (c *PushConsumer) ID() string {
 }
 
 // Subscribe adds topic with filter f (nil: every message); call it before
-// Start. ErrInvalidArgument for an empty topic or after Start,
-// ErrTopicNotFound if the store does not know topic. Subscribing a topic
-// again replaces its filter.
+// Start. A topic the store does not know yet is fine: its queues are
+// given out once it is created (by CreateTopic or a producer's first
+// send), so consumers and producers may start in any order.
+// ErrInvalidArgument for an empty or illegal topic name or after Start.
+// Subscribing a topic again replaces its filter.
 func (c *PushConsumer) Subscribe(topic string, f Filter) error {
 	if c == nil {
 		return errs.NilReceiver("consumer.PushConsumer")
@@ -115,7 +117,7 @@ func (m *member) subscribeBeforeStart(topic string, f Filter) error {
 	if err := m.checkState(); err != nil {
 		return err
 	}
-	if _, err := m.validateTopic(topic); err != nil {
+	if err := m.validateSubscription(topic); err != nil {
 		return err
 	}
 	m.mu.Lock()
@@ -240,7 +242,9 @@ func (c *PushConsumer) Close() error {
 	return c.m.close()
 }
 
-// Assignment returns the queues currently assigned to this consumer.
+// Assignment returns the queues currently assigned to this consumer. A
+// clustering group's retry queue (%RETRY%group) is among them (see
+// Queue.IsRetry).
 func (c *PushConsumer) Assignment() []Queue {
 	if c == nil {
 		return nil

@@ -576,7 +576,9 @@ func TestBadInput(t *testing.T) {
 
 	c, _ := e.mg.NewPushConsumer("g", Options{})
 	isErr(t, c.Subscribe("", nil), ErrInvalidArgument, "empty topic")
-	isErr(t, c.Subscribe("nope", nil), ErrTopicNotFound, "unknown topic")
+	isErr(t, c.Subscribe("bad topic!", nil), ErrInvalidArgument, "illegal topic name")
+	// An unknown topic is fine (it may be created later): see
+	// TestSubscribeBeforeTopicExists in the root package.
 	isErr(t, c.Start(nil), ErrInvalidArgument, "nil handler")
 	isErr(t, c.Start(newCounter(1).handler("a")), ErrInvalidArgument, "Start without subscription")
 	if err := c.Subscribe("t", nil); err != nil {
@@ -594,7 +596,8 @@ func TestBadInput(t *testing.T) {
 	p, _ := e.mg.NewPullConsumer("p", Options{})
 	_, err = p.Poll(context.Background(), 1)
 	isErr(t, err, ErrInvalidArgument, "Poll before Subscribe")
-	isErr(t, p.Subscribe("nope", nil), ErrTopicNotFound, "pull unknown topic")
+	isErr(t, p.Assign("nope", nil), ErrTopicNotFound, "pull assign unknown topic")
+	isErr(t, p.Subscribe("bad topic!", nil), ErrInvalidArgument, "pull illegal topic name")
 	if gs := e.mg.Groups(); len(gs) != 1 || gs[0].Name != "g" {
 		t.Fatalf("failed calls created groups: %+v", gs)
 	}

@@ -100,3 +100,16 @@ func (d *delayer) due() bool {
 	defer d.mu.Unlock()
 	return d.mu.firing > 0 || (len(d.mu.items) > 0 && !d.mu.items[0].at.After(now))
 }
+
+// TopicsChanged tells the manager that a topic was created or gained
+// queues: every group rebalances now, rather than at its next
+// RebalanceInterval, so a consumer subscribed to a topic before it
+// existed gets its queues at once.
+func (mg *Manager) TopicsChanged() {
+	if mg.isClosed() {
+		return
+	}
+	for _, g := range mg.groupList() {
+		g.rebalance()
+	}
+}

@@ -90,7 +90,11 @@ func (b *passBarrier) sync(ctx context.Context, quit <-chan struct{}) error {
 // for its delay level, a local redelivery waiting for SuspendInterval) is
 // not waited for; transaction check-back rounds and retention passes are
 // run on their own schedule (CheckTransactions and CleanExpired run them
-// now). A handler that never returns makes Settle wait until ctx ends.
+// now). A handler that never returns, or a queue waiting for a lock
+// another member holds, makes Settle wait until ctx ends: pass a ctx with
+// a deadline. Between its checks Settle waits briefly on the real clock
+// (10 µs growing to 1 ms) for the store's goroutines to run; it never
+// waits on Options.Clock.
 func (s *Store) Settle(ctx context.Context) error {
 	if err := s.enter(ctx, "settle"); err != nil {
 		return err

@@ -53,7 +53,7 @@ func TestBitRotWhileOpen(t *testing.T) {
 	require.NoError(t, err)
 	defer pc.Close()
 	require.NoError(t, pc.Subscribe("t", nil))
-	got := map[int32][]string{}
+	got := map[int][]string{}
 	pctx, cancel := context.WithTimeout(ctx, time.Minute) // bounds a failure only
 	defer cancel()
 	for len(got[0])+len(got[1]) < 13 {

@@ -17,9 +17,41 @@ import (
 type (
 	// ConsumerOptions configure a push or pull consumer.
 	ConsumerOptions = consumer.Options
-	// PushConsumer runs a handler over its queues' messages.
+	// PushConsumer runs a handler over its queues' messages. It is
+	// consumer.PushConsumer (go doc consumer.PushConsumer shows the
+	// methods in full). Make one with Store.NewPushConsumer; its methods:
+	//
+	//	Subscribe(topic string, f Filter) error  // before Start; a topic created later is fine
+	//	Start(h Handler) error                   // joins the group, runs h on every batch
+	//	Seek(topic string, queue int, offset int64) error
+	//	SeekToTime(t time.Time) error
+	//	Assignment() []consumer.Queue            // includes the group's %RETRY% queue
+	//	Stats() consumer.Stats
+	//	Group() string
+	//	ID() string
+	//	Shutdown(ctx context.Context) error      // graceful: running handler calls finish
+	//	Close() error                            // at once
 	PushConsumer = consumer.PushConsumer
-	// PullConsumer hands out messages through Poll.
+	// PullConsumer hands out messages through Poll. It is
+	// consumer.PullConsumer (go doc consumer.PullConsumer shows the
+	// methods in full). Make one with Store.NewPullConsumer; its methods:
+	//
+	//	Subscribe(topic string, f Filter) error  // group-managed queues; a topic created later is fine
+	//	Assign(topic string, f Filter, queues ...int) error // chosen queues
+	//	Poll(ctx context.Context, max int) ([]*MessageExt, error)
+	//	TryPoll(max int) ([]*MessageExt, error)  // no wait: what is fetched already
+	//	Commit() error
+	//	CommitOffset(topic string, queue int, next int64) error
+	//	Position(topic string, queue int) (int64, error)
+	//	Seek(topic string, queue int, offset int64) error
+	//	SeekToTime(t time.Time) error
+	//	ReconsumeLater(ctx context.Context, m *MessageExt) error
+	//	Assignment() []consumer.Queue            // includes the group's %RETRY% queue
+	//	Stats() consumer.Stats
+	//	Group() string
+	//	ID() string
+	//	Shutdown(ctx context.Context) error
+	//	Close() error
 	PullConsumer = consumer.PullConsumer
 	// ConsumeResult is a handler's verdict.
 	ConsumeResult = consumer.ConsumeResult
@@ -92,7 +124,8 @@ func (s *Store) ensureRetryTopic(group string, opts ConsumerOptions) error {
 }
 
 // ConsumerLag reports, per queue, how far group's committed offsets are
-// behind the queues' ends.
+// behind the queues' ends. A clustering group's retry queue
+// (%RETRY%group) is listed too; QueueLag.IsRetry tells it apart.
 func (s *Store) ConsumerLag(group string) ([]QueueLag, error) { return s.consumers.Lag(group) }
 
 // ConsumerOffsets returns group's committed offsets: the next offset it

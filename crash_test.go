@@ -266,7 +266,7 @@ func crashVerify(t *testing.T, dir, mode string, seg int64, acked map[int64]cras
 		if err != nil {
 			return err
 		}
-		if len(m.Body) != a.size || crc32.ChecksumIEEE(m.Body) != a.crc || m.QueueID != int32(a.queue) || m.QueueOffset != a.qoff || m.Topic != crashTopic {
+		if len(m.Body) != a.size || crc32.ChecksumIEEE(m.Body) != a.crc || m.QueueID != a.queue || m.QueueOffset != a.qoff || m.Topic != crashTopic {
 			return fmt.Errorf("message %s changed: queue %d offset %d, %d bytes", a.id, m.QueueID, m.QueueOffset, len(m.Body))
 		}
 		// Reachable through its queue and by key too.

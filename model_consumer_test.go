@@ -54,7 +54,7 @@ func (c *modelConsumer) start(r *modelRun) {
 	c.pc = pc
 }
 
-func (c *modelConsumer) index(topic string, q int32) int {
+func (c *modelConsumer) index(topic string, q int) int {
 	for i, mq := range c.queues {
 		if mq.topic == topic && mq.q == int(q) {
 			return i

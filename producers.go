@@ -10,7 +10,15 @@ import (
 	"github.com/mqlite/mqlite/topic"
 )
 
-// Producer sends messages; see package producer.
+// Producer sends messages. It is producer.Producer (go doc
+// producer.Producer shows the methods in full). Make one with
+// Store.NewProducer; its methods:
+//
+//	Send(ctx context.Context, m *Message) (SendResult, error)
+//	SendAsync(ctx context.Context, m *Message, cb func(SendResult, error)) error
+//	SendBatch(ctx context.Context, msgs []*Message) ([]SendResult, error)
+//	SendOneway(m *Message) error
+//	Close() error
 type Producer = producer.Producer
 
 // ProducerOptions configure a Producer; see producer.Options.

@@ -241,6 +241,9 @@ func (s *Store) releaseJob(j *putJob) {
 // nothing. m must not be modified until Put returns. Producers (see
 // NewProducer) add queue selection, async sends and compression.
 func (s *Store) Put(ctx context.Context, m *Message, queue int) (PutResult, error) {
+	if err := s.enter(ctx, "put"); err != nil {
+		return PutResult{}, err
+	}
 	res, err := s.append(ctx, m, queue, false, false)
 	if err != nil {
 		return PutResult{}, err
@@ -319,6 +322,9 @@ func (s *Store) awaitDurable(ctx context.Context, end int64) error {
 // all of them or none, and with FlushSync they share one sync. If any
 // message is invalid nothing is stored.
 func (s *Store) PutBatch(ctx context.Context, msgs []*Message, queue int) ([]PutResult, error) {
+	if err := s.enter(ctx, "put batch"); err != nil {
+		return nil, err
+	}
 	res, err := s.appendBatch(ctx, msgs, queue, false)
 	if err != nil {
 		return nil, err

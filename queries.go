@@ -215,6 +215,9 @@ func (s *Store) entryReadErr(topic string, queue int, logical, off int64, err er
 // cannot be read (ErrCorrupt, naming its file and offset) ends the call:
 // the messages before it are returned with the error.
 func (s *Store) ReadQueue(ctx context.Context, topic string, queue int, from int64, max int) ([]*MessageExt, error) {
+	if err := s.enter(ctx, "read queue"); err != nil {
+		return nil, err
+	}
 	if max <= 0 {
 		return nil, fmt.Errorf("mqlite: max %d: %w", max, errs.ErrInvalidArgument)
 	}
@@ -287,6 +290,9 @@ func (s *Store) readVisible(ctx context.Context, q *consumequeue.Queue, from int
 // that includes being durable. For tests and harnesses that need a
 // barrier between writing and reading.
 func (s *Store) WaitVisible(ctx context.Context) error {
+	if err := s.enter(ctx, "wait visible"); err != nil {
+		return err
+	}
 	if s.closed.Load() {
 		return errs.ErrClosed
 	}

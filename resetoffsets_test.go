@@ -75,7 +75,7 @@ func TestResetConsumerOffsets(t *testing.T) {
 	c, err = s.NewPullConsumer("g", ConsumerOptions{})
 	require.NoError(t, err)
 	require.NoError(t, c.Subscribe("t", nil))
-	seen := map[int32][]int64{}
+	seen := map[int][]int64{}
 	for n := 0; n < 2; {
 		msgs, err := c.Poll(ctx, 10)
 		require.NoError(t, err)
@@ -84,6 +84,6 @@ func TestResetConsumerOffsets(t *testing.T) {
 		}
 		n += len(msgs)
 	}
-	require.Equal(t, map[int32][]int64{0: {1, 2}}, seen)
+	require.Equal(t, map[int][]int64{0: {1, 2}}, seen)
 	require.NoError(t, c.Close())
 }

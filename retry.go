@@ -2,6 +2,7 @@ package mqlite
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"strconv"
@@ -92,6 +93,9 @@ func (s *Store) retryDelay(group string, n int) time.Duration {
 // %DLQ%group instead, where DeadLetters lists it and Redrive sends it
 // back. Consumers call it for a ReconsumeLater; pull consumers too.
 func (s *Store) SendBack(ctx context.Context, group string, m *MessageExt) error {
+	if err := s.enter(ctx, "send back"); err != nil {
+		return err
+	}
 	if err := s.writable("send back"); err != nil {
 		return err
 	}
@@ -239,21 +243,26 @@ func (s *Store) DeadLetters(group string, from int64, max int) ([]*MessageExt, e
 // Redrive sends the dead message with ID id (from group's dead-letter
 // queue) back to its original topic and queue as a new message (reconsume
 // count reset, a new unique key), so every group subscribed there gets it
-// again. The dead-letter
-// queue keeps its copy: re-driving twice sends it twice.
-func (s *Store) Redrive(ctx context.Context, group, id string) (PutResult, error) {
+// again. The dead-letter queue keeps its copy: re-driving twice sends it
+// twice. It returns a SendResult, as a Producer's Send does (Topic is the
+// topic it went to; Status FlushDiskTimeout with ErrFlushTimeout when the
+// message is stored but its FlushSync timed out).
+func (s *Store) Redrive(ctx context.Context, group, id string) (SendResult, error) {
+	if err := s.enter(ctx, "redrive"); err != nil {
+		return SendResult{}, err
+	}
 	if err := s.writable("redrive"); err != nil {
-		return PutResult{}, err
+		return SendResult{}, err
 	}
 	if err := topic.ValidateGroup(group); err != nil {
-		return PutResult{}, err
+		return SendResult{}, err
 	}
 	m, err := s.MessageByID(id)
 	if err != nil {
-		return PutResult{}, err
+		return SendResult{}, err
 	}
 	if m.Topic != topic.DLQTopic(group) {
-		return PutResult{}, fmt.Errorf("mqlite: message %s is in %q, not in the dead-letter queue of %q: %w", id, m.Topic, group, errs.ErrInvalidArgument)
+		return SendResult{}, fmt.Errorf("mqlite: message %s is in %q, not in the dead-letter queue of %q: %w", id, m.Topic, group, errs.ErrInvalidArgument)
 	}
 	c := m.Message
 	c.Topic = m.Properties[PropRetryTopic]
@@ -266,21 +275,29 @@ func (s *Store) Redrive(ctx context.Context, group, id string) (PutResult, error
 	c.UniqKey = "" // a new message: its own unique key, its own retries and death
 	n, err := s.queueCount(c.Topic, 0)
 	if err != nil {
-		return PutResult{}, err
+		return SendResult{}, err
 	}
 	if queue < 0 || queue >= n {
 		queue = 0
 	}
-	res, err := s.append(ctx, &c, queue, false, true)
+	r, err := s.append(ctx, &c, queue, false, true)
 	if err != nil {
-		return PutResult{}, err
+		return SendResult{}, err
 	}
-	return res, s.awaitDurable(ctx, res.End())
+	res := SendResult{Topic: c.Topic, PutResult: r}
+	err = s.awaitDurable(ctx, r.End())
+	if errors.Is(err, errs.ErrFlushTimeout) {
+		res.Status = FlushDiskTimeout
+	}
+	return res, err
 }
 
 // RedriveAll re-drives every dead message of group from offset from on
 // (see Redrive) and returns the offset after the last one.
 func (s *Store) RedriveAll(ctx context.Context, group string, from int64) (int64, error) {
+	if err := s.enter(ctx, "redrive all"); err != nil {
+		return 0, err
+	}
 	for {
 		ms, err := s.DeadLetters(group, from, 64)
 		if err != nil || len(ms) == 0 {

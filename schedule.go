@@ -48,6 +48,7 @@ type scheduler struct {
 	kicked <-chan struct{} // the dispatcher appended to the schedule topic (dispatcher.scheduled)
 	quit   chan struct{}
 	wg     sync.WaitGroup
+	bar    *passBarrier // Settle: a pass over every level
 
 	mu       sync.Mutex
 	progress map[string]int64 // level (decimal) -> next schedule-queue offset
@@ -55,7 +56,7 @@ type scheduler struct {
 }
 
 func newScheduler(s *Store) (*scheduler, error) {
-	d := &scheduler{s: s, levels: s.opts.DelayLevels, kicked: s.disp.scheduled, quit: make(chan struct{}), progress: map[string]int64{}}
+	d := &scheduler{s: s, levels: s.opts.DelayLevels, kicked: s.disp.scheduled, quit: make(chan struct{}), progress: map[string]int64{}, bar: newPassBarrier()}
 	if _, err := s.topics.EnsureAtLeast(topic.Schedule, len(d.levels)); err != nil {
 		return nil, err
 	}
@@ -180,6 +181,12 @@ func (d *scheduler) persistLoop() {
 // t, and then to t while the timer was being armed, left it armed for 1 ms
 // after t, and held at t never fired it.)
 func sleepUntil(clk clock.Clock, t time.Time, wake <-chan struct{}, quit <-chan struct{}) bool {
+	return sleepUntilPoked(clk, t, wake, nil, quit)
+}
+
+// sleepUntilPoked is sleepUntil that also returns true when poke fires
+// (a Settle asking for a pass).
+func sleepUntilPoked(clk clock.Clock, t time.Time, wake, poke <-chan struct{}, quit <-chan struct{}) bool {
 	at, isAt := clk.(clock.AtTimer)
 	for {
 		now := clk.Now()
@@ -197,6 +204,7 @@ func sleepUntil(clk clock.Clock, t time.Time, wake <-chan struct{}, quit <-chan 
 		select {
 		case <-tm.C():
 		case <-wake:
+		case <-poke:
 		case <-quit:
 			ok = false
 		}
@@ -237,6 +245,7 @@ func (d *scheduler) run() {
 		return
 	}
 	for {
+		gen := d.bar.begin()
 		var next time.Time
 		more := false
 		for _, l := range levels {
@@ -254,16 +263,20 @@ func (d *scheduler) run() {
 			return
 		default:
 		}
+		if !more {
+			d.bar.idle(gen)
+		}
 		switch {
 		case more:
 		case next.IsZero():
 			select {
 			case <-d.kicked:
+			case <-d.bar.poke:
 			case <-d.quit:
 				return
 			}
 		default:
-			if !sleepUntil(d.s.opts.Clock, next, d.kicked, d.quit) {
+			if !sleepUntilPoked(d.s.opts.Clock, next, d.kicked, d.bar.poke, d.quit) {
 				return
 			}
 		}

@@ -534,8 +534,12 @@ func (s *Store) currentCheckpoint() (checkpoint, error) {
 // call returns ErrClosed. A store fenced by a failed sync closes without
 // the checkpoint and the marker, so that the next Open recovers as after a
 // crash, and Close returns the fencing error (ErrFenced, wrapping the
-// failure): what was not acknowledged may be lost.
+// failure): what was not acknowledged may be lost. Close of a nil *Store
+// returns ErrInvalidArgument.
 func (s *Store) Close() error {
+	if s == nil {
+		return errs.NilReceiver("mqlite.Store")
+	}
 	s.closeOnce.Do(func() {
 		s.handles.Lock()
 		s.closed.Store(true) // under the lock: no handle is added after

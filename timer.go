@@ -47,6 +47,7 @@ type timers struct {
 	dir  string
 	quit chan struct{}
 	done chan struct{}
+	bar  *passBarrier // Settle: a pass over what is due
 
 	enqueued atomic.Int64 // next timer-queue offset to bucket; saved in timer.json
 	buckets  []int64
@@ -70,7 +71,7 @@ type timerState struct {
 }
 
 func newTimers(s *Store) (*timers, error) {
-	t := &timers{s: s, dir: s.path(timerDir), quit: make(chan struct{}), done: make(chan struct{}),
+	t := &timers{s: s, dir: s.path(timerDir), quit: make(chan struct{}), done: make(chan struct{}), bar: newPassBarrier(),
 		verifyUntil: s.opts.Clock.Now().Unix()}
 	if _, err := s.topics.EnsureAtLeast(topic.Timer, 1); err != nil {
 		return nil, err
@@ -196,6 +197,7 @@ func (t *timers) run() {
 	}
 	var retry backoff
 	for {
+		gen := t.bar.begin()
 		if err := t.enqueue(q); err != nil {
 			if !t.failed("bucketing timers", err, &retry) {
 				return
@@ -215,13 +217,15 @@ func (t *timers) run() {
 			return // closing or fenced
 		}
 		var ch2 <-chan struct{} = ch
+		t.bar.idle(gen)
 		if next > 0 {
-			if !sleepUntil(t.s.opts.Clock, time.Unix(next, 0), ch2, t.quit) {
+			if !sleepUntilPoked(t.s.opts.Clock, time.Unix(next, 0), ch2, t.bar.poke, t.quit) {
 				return
 			}
 		} else {
 			select {
 			case <-ch2:
+			case <-t.bar.poke:
 			case <-t.quit:
 				return
 			}

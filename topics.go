@@ -21,7 +21,11 @@ func (s *Store) CreateTopic(name string, c TopicConfig) error {
 	if err := s.writable("create topic"); err != nil {
 		return err
 	}
-	return s.topics.Create(name, c)
+	if err := s.topics.Create(name, c); err != nil {
+		return err
+	}
+	s.consumers.TopicsChanged()
+	return nil
 }
 
 // UpdateTopic changes a topic's configuration. The queue count may grow,
@@ -31,7 +35,11 @@ func (s *Store) UpdateTopic(name string, c TopicConfig) error {
 	if err := s.writable("update topic"); err != nil {
 		return err
 	}
-	return s.topics.Update(name, c)
+	if err := s.topics.Update(name, c); err != nil {
+		return err
+	}
+	s.consumers.TopicsChanged()
+	return nil
 }
 
 // DeleteTopic removes a topic from the registry: sends to it fail (or
@@ -66,7 +74,11 @@ func (s *Store) queueCount(name string, auto int) (int, error) {
 	if auto <= 0 {
 		auto = s.opts.DefaultTopicQueues
 	}
-	return s.topics.Ensure(name, topic.Config{Queues: auto}, false)
+	n, err := s.topics.Ensure(name, topic.Config{Queues: auto}, false)
+	if err == nil {
+		s.consumers.TopicsChanged() // a consumer may have subscribed before
+	}
+	return n, err
 }
 
 // sysQueueCount is queueCount for the store's own topics.

@@ -62,6 +62,9 @@ func (s *Store) NewTransactionProducer(checker TransactionChecker, opts Transact
 // before the call (the service also runs one every
 // Options.TxCheckInterval).
 func (s *Store) CheckTransactions(ctx context.Context) error {
+	if err := s.enter(ctx, "check transactions"); err != nil {
+		return err
+	}
 	if err := s.writable("check transactions"); err != nil {
 		return err
 	}

@@ -54,6 +54,9 @@ type VerifyReport struct {
 // not nil, gets CommitLog bytes done and total at the start, every few
 // MiB and at the end of the scan.
 func (s *Store) Verify(ctx context.Context, progress func(done, total int64)) (VerifyReport, error) {
+	if err := s.enter(ctx, "verify"); err != nil {
+		return VerifyReport{}, err
+	}
 	if s.closed.Load() {
 		return VerifyReport{}, errs.ErrClosed
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -37,6 +38,11 @@ type Queue struct {
 
 // String returns "topic:id".
 func (q Queue) String() string { return q.Topic + ":" + strconv.Itoa(q.ID) }
+
+// IsRetry reports whether q is a group's retry queue (%RETRY%group), which
+// a clustering group's consumers read besides their topics: Assignment
+// and the store's ConsumerLag list it along with the topics' queues.
+func (q Queue) IsRetry() bool { return strings.HasPrefix(q.Topic, RetryTopicPrefix) }
 
 func (q Queue) compare(o Queue) int {
 	if c := cmpString(q.Topic, o.Topic); c != 0 {

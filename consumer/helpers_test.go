@@ -82,7 +82,7 @@ func (s *fakeStore) putMsg(m *message.Message, queue int) int64 {
 	defer s.mu.Unlock()
 	q := s.mu.topics[m.Topic][queue]
 	off := q.min + int64(len(q.msgs))
-	ext := &message.MessageExt{Message: *m, QueueID: int32(queue), QueueOffset: off,
+	ext := &message.MessageExt{Message: *m, QueueID: queue, QueueOffset: off,
 		StoreTimestamp: s.clk.Now(), StoreSize: int32(len(m.Body) + 64), MsgID: fmt.Sprintf("%s/%d/%d", m.Topic, queue, off)}
 	q.msgs = append(q.msgs, ext)
 	close(s.mu.changed)

@@ -46,6 +46,8 @@ type Manager struct {
 	closing atomic.Bool
 	quit    chan struct{}
 	done    chan struct{}
+
+	activity atomic.Uint64 // see Activity
 }
 
 // NewManager loads the group configs and committed offsets from o.Dir
@@ -402,9 +404,25 @@ type QueueLag struct {
 	Lag int64
 }
 
+// String shows every field: "orders:0 lag=3 committed=7 max=10", with
+// " instance=name" for a broadcasting member and " (retry)" for the
+// group's retry queue. (Without it fmt would print only the embedded
+// Queue's String.)
+func (l QueueLag) String() string {
+	s := fmt.Sprintf("%s lag=%d committed=%d max=%d", l.Queue, l.Lag, l.Committed, l.MaxOffset)
+	if l.Instance != "" {
+		s += " instance=" + l.Instance
+	}
+	if l.IsRetry() {
+		s += " (retry)"
+	}
+	return s
+}
+
 // Lag reports, for every queue of the group's subscribed topics and every
 // queue with a committed offset, the store's max offset minus the committed
-// one (RocketMQ's consumer lag). ErrGroupNotFound if the group was never
+// one (RocketMQ's consumer lag). A clustering group's retry queue
+// (%RETRY%group) is among them: Queue.IsRetry tells it apart. ErrGroupNotFound if the group was never
 // seen; topics the store no longer knows, and queues a topic no longer has
 // (it was deleted and created again with fewer), are left out.
 func (mg *Manager) Lag(group string) ([]QueueLag, error) {

@@ -2,6 +2,7 @@ package consumer
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -113,6 +114,10 @@ type member struct {
 	}
 
 	stats counters
+
+	// busy counts push workers between taking a token and finishing its
+	// runs (see idle).
+	busy atomic.Int32
 }
 
 func newMember(mg *Manager, group string, o Options, kind memberKind) *member {
@@ -131,16 +136,33 @@ func newMember(mg *Manager, group string, o Options, kind memberKind) *member {
 	return m
 }
 
-// validateTopic checks that the store knows topic.
-func (m *member) validateTopic(topic string) (int, error) {
+// validateTopic checks that the store knows topic (op names the call in
+// errors).
+func (m *member) validateTopic(op, topic string) (int, error) {
 	if topic == "" {
-		return 0, fmt.Errorf("mqlite/consumer: empty topic: %w", ErrInvalidArgument)
+		return 0, fmt.Errorf("mqlite/consumer: %s: empty topic: %w", op, ErrInvalidArgument)
 	}
 	n, err := m.st.QueueCount(topic)
 	if err != nil {
-		return 0, fmt.Errorf("mqlite/consumer: subscribe %q: %w", topic, err)
+		return 0, fmt.Errorf("mqlite/consumer: %s: %w", op, err) // err names the topic
 	}
 	return n, nil
+}
+
+// validateSubscription checks a topic a consumer subscribes to: a topic
+// the store does not know yet is fine (as producers create topics on
+// their first send, start order does not matter); the group's rebalance
+// gives out its queues once it exists. A name no topic can have is
+// ErrInvalidArgument.
+func (m *member) validateSubscription(topic string) error {
+	_, err := m.validateTopic("subscribe", topic)
+	if errors.Is(err, ErrTopicNotFound) {
+		if verr := message.ValidateTopic(topic, message.MaxTopicLen); verr != nil {
+			return fmt.Errorf("mqlite/consumer: subscribe: %w", verr)
+		}
+		return nil
+	}
+	return err
 }
 
 // publicID is the member's id for callers outside the member's locks.

@@ -477,6 +477,9 @@ func (p *pq) deliver(gen uint64, msgs []*message.MessageExt, next int64, full bo
 		}
 	}
 	p.mu.msgs.add(msgs)
+	if len(msgs) > 0 || next != p.mu.next {
+		m.mg.activity.Add(1)
+	}
 	p.mu.next = next
 	p.mu.backlog = full
 	p.mu.fetchErr = nil

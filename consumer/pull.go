@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/mqlite/mqlite/internal/errs"
 	"github.com/mqlite/mqlite/message"
 )
 
@@ -29,25 +30,38 @@ func (mg *Manager) NewPullConsumer(group string, o Options) (*PullConsumer, erro
 }
 
 // Group returns the consumer's group name.
-func (c *PullConsumer) Group() string { return c.m.group }
+func (c *PullConsumer) Group() string {
+	if c == nil {
+		return ""
+	}
+	return c.m.group
+}
 
 // ID returns the member's id in its group; empty before the first
 // Subscribe or Assign.
 func (c *PullConsumer) ID() string {
+	if c == nil {
+		return ""
+	}
 	return c.m.publicID()
 }
 
 // Subscribe adds topic with filter f (nil: every message) and joins the
 // group's rebalance (at once; the queues given to this consumer start
-// fetching). Subscribing a topic again replaces its filter. Errors:
-// ErrInvalidArgument (empty topic, consumer uses Assign, group mismatch),
-// ErrTopicNotFound, ErrClosed.
+// fetching). A topic the store does not know yet is fine: its queues are
+// given out once it is created (by CreateTopic or a producer's first
+// send), so consumers and producers may start in any order. Subscribing a
+// topic again replaces its filter. Errors: ErrInvalidArgument (empty or
+// illegal topic name, consumer uses Assign, group mismatch), ErrClosed.
 func (c *PullConsumer) Subscribe(topic string, f Filter) error {
+	if c == nil {
+		return errs.NilReceiver("consumer.PullConsumer")
+	}
 	m := c.m
 	if err := m.checkState(); err != nil {
 		return err
 	}
-	if _, err := m.validateTopic(topic); err != nil {
+	if err := m.validateSubscription(topic); err != nil {
 		return err
 	}
 	m.mu.Lock()
@@ -90,11 +104,14 @@ func (c *PullConsumer) Subscribe(topic string, f Filter) error {
 // ErrInvalidArgument (queue id out of range or repeated, consumer uses
 // Subscribe), ErrTopicNotFound, ErrClosed.
 func (c *PullConsumer) Assign(topic string, f Filter, queues ...int) error {
+	if c == nil {
+		return errs.NilReceiver("consumer.PullConsumer")
+	}
 	m := c.m
 	if err := m.checkState(); err != nil {
 		return err
 	}
-	n, err := m.validateTopic(topic)
+	n, err := m.validateTopic("assign", topic)
 	if err != nil {
 		return err
 	}
@@ -150,11 +167,34 @@ func (c *PullConsumer) Assign(topic string, f Filter, queues ...int) error {
 
 // Poll returns up to max messages of the assigned queues, blocking until
 // at least one is there, ctx ends (ctx.Err()) or the consumer closes
-// (ErrClosed). With AutoCommit it first commits what earlier Polls
-// returned. Messages of one queue come in queue order. With
-// Options.ReuseMessages, the messages an earlier Poll returned are
-// released first: they must not be used any more.
+// (ErrClosed). Messages already fetched are returned even when ctx is
+// done. With AutoCommit it first commits what earlier Polls returned.
+// Messages of one queue come in queue order. With Options.ReuseMessages,
+// the messages an earlier Poll returned are released first: they must not
+// be used any more.
 func (c *PullConsumer) Poll(ctx context.Context, max int) ([]*message.MessageExt, error) {
+	if c == nil {
+		return nil, errs.NilReceiver("consumer.PullConsumer")
+	}
+	if err := errs.CheckContext(ctx, "mqlite/consumer: poll"); err != nil {
+		return nil, err
+	}
+	return c.poll(ctx, max, true)
+}
+
+// TryPoll is Poll without waiting: it returns the messages already
+// fetched, up to max, or none (and no error) when none is. With a fake
+// clock, call the store's Settle first so that the fetchers have caught
+// up with what is stored.
+func (c *PullConsumer) TryPoll(max int) ([]*message.MessageExt, error) {
+	if c == nil {
+		return nil, errs.NilReceiver("consumer.PullConsumer")
+	}
+	return c.poll(context.Background(), max, false)
+}
+
+// poll is Poll; without wait it returns at once when nothing is ready.
+func (c *PullConsumer) poll(ctx context.Context, max int, wait bool) ([]*message.MessageExt, error) {
 	m := c.m
 	if max <= 0 {
 		return nil, fmt.Errorf("mqlite/consumer: Poll max %d: %w", max, ErrInvalidArgument)
@@ -180,6 +220,9 @@ func (c *PullConsumer) Poll(ctx context.Context, max int) ([]*message.MessageExt
 				m.swapPolled(out)
 			}
 			return out, nil
+		}
+		if !wait {
+			return nil, nil
 		}
 		select {
 		case <-m.ready:
@@ -233,6 +276,9 @@ func (m *member) take(max int) []*message.MessageExt {
 // Commit commits, for every queue held, the position after the messages
 // Poll returned (filtered-out messages included).
 func (c *PullConsumer) Commit() error {
+	if c == nil {
+		return errs.NilReceiver("consumer.PullConsumer")
+	}
 	if err := c.m.checkState(); err != nil {
 		return err
 	}
@@ -255,6 +301,9 @@ func (c *PullConsumer) commitAll() {
 // negative: ErrInvalidArgument, nothing changed. ErrNotFound if the queue
 // is not held by this consumer.
 func (c *PullConsumer) CommitOffset(topic string, queue int, next int64) error {
+	if c == nil {
+		return errs.NilReceiver("consumer.PullConsumer")
+	}
 	if err := c.m.checkState(); err != nil {
 		return err
 	}
@@ -277,6 +326,9 @@ func (c *PullConsumer) CommitOffset(topic string, queue int, next int64) error {
 // Position returns the queue's delivered position: the offset after the
 // last message Poll returned or the store filtered out.
 func (c *PullConsumer) Position(topic string, queue int) (int64, error) {
+	if c == nil {
+		return 0, errs.NilReceiver("consumer.PullConsumer")
+	}
 	if err := c.m.checkState(); err != nil {
 		return 0, err
 	}
@@ -293,6 +345,9 @@ func (c *PullConsumer) Position(topic string, queue int) (int64, error) {
 // are dropped). It does not commit. offset must lie in the queue's
 // [min, max] (ErrInvalidArgument); ErrNotFound if the queue is not held.
 func (c *PullConsumer) Seek(topic string, queue int, offset int64) error {
+	if c == nil {
+		return errs.NilReceiver("consumer.PullConsumer")
+	}
 	if err := c.m.checkState(); err != nil {
 		return err
 	}
@@ -352,6 +407,9 @@ func (p *pq) seek(offset int64) error {
 // SeekToTime seeks every held queue to its first message stored at or
 // after t (the queue's max offset if none).
 func (c *PullConsumer) SeekToTime(t time.Time) error {
+	if c == nil {
+		return errs.NilReceiver("consumer.PullConsumer")
+	}
 	return c.m.seekToTime(t, (*pq).seek)
 }
 
@@ -382,6 +440,12 @@ func (m *member) seekToTime(t time.Time, seek func(*pq, int64) error) error {
 // returns the store's error; clustering groups only (ErrInvalidArgument
 // for broadcasting: the retry topic is shared by the whole group).
 func (c *PullConsumer) ReconsumeLater(ctx context.Context, m *message.MessageExt) error {
+	if c == nil {
+		return errs.NilReceiver("consumer.PullConsumer")
+	}
+	if err := errs.CheckContext(ctx, "mqlite/consumer: reconsume later"); err != nil {
+		return err
+	}
 	if err := c.m.checkState(); err != nil {
 		return err
 	}
@@ -397,15 +461,30 @@ func (c *PullConsumer) ReconsumeLater(ctx context.Context, m *message.MessageExt
 	return c.m.sendBack(ctx, m)
 }
 
-// Assignment returns the queues assigned to this consumer, sorted.
-func (c *PullConsumer) Assignment() []Queue { return slices.Clone(c.m.targetQueues()) }
+// Assignment returns the queues assigned to this consumer, sorted. A
+// clustering group's retry queue (%RETRY%group) is among them (see
+// Queue.IsRetry).
+func (c *PullConsumer) Assignment() []Queue {
+	if c == nil {
+		return nil
+	}
+	return slices.Clone(c.m.targetQueues())
+}
 
 // Stats returns counters and per-queue cache figures.
-func (c *PullConsumer) Stats() Stats { return c.m.statsSnapshot() }
+func (c *PullConsumer) Stats() Stats {
+	if c == nil {
+		return Stats{}
+	}
+	return c.m.statsSnapshot()
+}
 
 // Shutdown stops fetching, commits what Poll returned when AutoCommit is
 // on, hands the queues over and persists offsets. Idempotent.
 func (c *PullConsumer) Shutdown(ctx context.Context) error {
+	if c == nil {
+		return errs.NilReceiver("consumer.PullConsumer")
+	}
 	if ctx == nil {
 		ctx = context.Background()
 	}
@@ -414,4 +493,9 @@ func (c *PullConsumer) Shutdown(ctx context.Context) error {
 
 // Close is Shutdown without waiting: a pull consumer has no handler calls
 // to wait for. Idempotent; afterwards every call returns ErrClosed.
-func (c *PullConsumer) Close() error { return c.m.close() }
+func (c *PullConsumer) Close() error {
+	if c == nil {
+		return errs.NilReceiver("consumer.PullConsumer")
+	}
+	return c.m.close()
+}

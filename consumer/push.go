@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/mqlite/mqlite/internal/errs"
 	"github.com/mqlite/mqlite/message"
 )
 
@@ -83,19 +84,32 @@ func (mg *Manager) newConsumer(group string, o Options, kind memberKind) (*membe
 }
 
 // Group returns the consumer's group name.
-func (c *PushConsumer) Group() string { return c.m.group }
+func (c *PushConsumer) Group() string {
+	if c == nil {
+		return ""
+	}
+	return c.m.group
+}
 
 // ID returns the member's id in its group (InstanceName, or a generated
 // name); empty before Start.
 func (c *PushConsumer) ID() string {
+	if c == nil {
+		return ""
+	}
 	return c.m.publicID()
 }
 
 // Subscribe adds topic with filter f (nil: every message); call it before
-// Start. ErrInvalidArgument for an empty topic or after Start,
-// ErrTopicNotFound if the store does not know topic. Subscribing a topic
-// again replaces its filter.
+// Start. A topic the store does not know yet is fine: its queues are
+// given out once it is created (by CreateTopic or a producer's first
+// send), so consumers and producers may start in any order.
+// ErrInvalidArgument for an empty or illegal topic name or after Start.
+// Subscribing a topic again replaces its filter.
 func (c *PushConsumer) Subscribe(topic string, f Filter) error {
+	if c == nil {
+		return errs.NilReceiver("consumer.PushConsumer")
+	}
 	return c.m.subscribeBeforeStart(topic, f)
 }
 
@@ -103,7 +117,7 @@ func (m *member) subscribeBeforeStart(topic string, f Filter) error {
 	if err := m.checkState(); err != nil {
 		return err
 	}
-	if _, err := m.validateTopic(topic); err != nil {
+	if err := m.validateSubscription(topic); err != nil {
 		return err
 	}
 	m.mu.Lock()
@@ -125,6 +139,9 @@ func (m *member) subscribeBeforeStart(topic string, f Filter) error {
 // (nil handler, no subscription, started twice, model or strategy
 // different from the group's live members, InstanceName taken), ErrClosed.
 func (c *PushConsumer) Start(h Handler) error {
+	if c == nil {
+		return errs.NilReceiver("consumer.PushConsumer")
+	}
 	m := c.m
 	if h == nil {
 		return fmt.Errorf("mqlite/consumer: nil handler: %w", ErrInvalidArgument)
@@ -205,6 +222,9 @@ func (m *member) restoreSubscriptions() error {
 // persisted. When ctx ends first, the handlers' contexts are cancelled and
 // Shutdown returns ctx.Err() once they returned. Idempotent.
 func (c *PushConsumer) Shutdown(ctx context.Context) error {
+	if c == nil {
+		return errs.NilReceiver("consumer.PushConsumer")
+	}
 	if ctx == nil {
 		ctx = context.Background()
 	}
@@ -215,13 +235,30 @@ func (c *PushConsumer) Shutdown(ctx context.Context) error {
 // Close waits for those calls to return (a handler must honour its ctx);
 // what they consumed successfully is committed, the rest is delivered
 // again later. Idempotent; afterwards every call returns ErrClosed.
-func (c *PushConsumer) Close() error { return c.m.close() }
+func (c *PushConsumer) Close() error {
+	if c == nil {
+		return errs.NilReceiver("consumer.PushConsumer")
+	}
+	return c.m.close()
+}
 
-// Assignment returns the queues currently assigned to this consumer.
-func (c *PushConsumer) Assignment() []Queue { return c.m.targetQueues() }
+// Assignment returns the queues currently assigned to this consumer. A
+// clustering group's retry queue (%RETRY%group) is among them (see
+// Queue.IsRetry).
+func (c *PushConsumer) Assignment() []Queue {
+	if c == nil {
+		return nil
+	}
+	return c.m.targetQueues()
+}
 
 // Stats returns counters and per-queue cache figures.
-func (c *PushConsumer) Stats() Stats { return c.m.statsSnapshot() }
+func (c *PushConsumer) Stats() Stats {
+	if c == nil {
+		return Stats{}
+	}
+	return c.m.statsSnapshot()
+}
 
 // runSlot is worker i's handler call in progress, for the consume
 // timeout check, and the worker's counters. The worker touches only
@@ -266,11 +303,14 @@ func (m *member) worker(slot int) {
 		if !ok {
 			return
 		}
+		m.busy.Add(1)
 		if m.o.Orderly {
 			m.consumeOrderly(p, slot)
 		} else {
 			m.consumeConcurrent(p, slot)
 		}
+		m.mg.activity.Add(1)
+		m.busy.Add(-1)
 	}
 }
 

@@ -394,8 +394,8 @@ func TestPushBusyQueueDoesNotStarveOthers(t *testing.T) {
 		defer e.close()
 		e.st.createTopic("t", 2)
 		const deep = 3000
-		var order []int32 // queue of each handler call; one worker: serial
-		next := map[int32]int64{}
+		var order []int // queue of each handler call; one worker: serial
+		next := map[int]int64{}
 		var outOfOrder int
 		gate := make(chan struct{})
 		c := e.push("g", Options{Goroutines: 1, QueueCacheCount: 5000, ConsumeMaxSpan: 5000, ConsumeFromWhere: ConsumeFromFirstOffset}, "t",
@@ -576,7 +576,9 @@ func TestBadInput(t *testing.T) {
 
 	c, _ := e.mg.NewPushConsumer("g", Options{})
 	isErr(t, c.Subscribe("", nil), ErrInvalidArgument, "empty topic")
-	isErr(t, c.Subscribe("nope", nil), ErrTopicNotFound, "unknown topic")
+	isErr(t, c.Subscribe("bad topic!", nil), ErrInvalidArgument, "illegal topic name")
+	// An unknown topic is fine (it may be created later): see
+	// TestSubscribeBeforeTopicExists in the root package.
 	isErr(t, c.Start(nil), ErrInvalidArgument, "nil handler")
 	isErr(t, c.Start(newCounter(1).handler("a")), ErrInvalidArgument, "Start without subscription")
 	if err := c.Subscribe("t", nil); err != nil {
@@ -594,7 +596,8 @@ func TestBadInput(t *testing.T) {
 	p, _ := e.mg.NewPullConsumer("p", Options{})
 	_, err = p.Poll(context.Background(), 1)
 	isErr(t, err, ErrInvalidArgument, "Poll before Subscribe")
-	isErr(t, p.Subscribe("nope", nil), ErrTopicNotFound, "pull unknown topic")
+	isErr(t, p.Assign("nope", nil), ErrTopicNotFound, "pull assign unknown topic")
+	isErr(t, p.Subscribe("bad topic!", nil), ErrInvalidArgument, "pull illegal topic name")
 	if gs := e.mg.Groups(); len(gs) != 1 || gs[0].Name != "g" {
 		t.Fatalf("failed calls created groups: %+v", gs)
 	}

@@ -3,6 +3,8 @@ package consumer
 import (
 	"fmt"
 	"time"
+
+	"github.com/mqlite/mqlite/internal/errs"
 )
 
 // Seek makes the delivery of a queue this consumer holds start again at
@@ -17,6 +19,9 @@ import (
 // max] (ErrInvalidArgument); ErrNotFound if the queue is not held;
 // ErrClosed after Shutdown or Close.
 func (c *PushConsumer) Seek(topic string, queue int, offset int64) error {
+	if c == nil {
+		return errs.NilReceiver("consumer.PushConsumer")
+	}
 	if err := c.m.checkState(); err != nil {
 		return err
 	}
@@ -30,6 +35,9 @@ func (c *PushConsumer) Seek(topic string, queue int, offset int64) error {
 // SeekToTime seeks every held queue to its first message stored at or
 // after t (the queue's max offset if none), as Seek does.
 func (c *PushConsumer) SeekToTime(t time.Time) error {
+	if c == nil {
+		return errs.NilReceiver("consumer.PushConsumer")
+	}
 	return c.m.seekToTime(t, c.m.reset)
 }
 

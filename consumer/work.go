@@ -138,8 +138,9 @@ type delayer struct {
 	done chan struct{}
 	mu   struct {
 		sync.Mutex
-		items delayHeap
-		seq   uint64
+		items  delayHeap
+		seq    uint64
+		firing int // items taken off the heap and not yet run (see due)
 	}
 }
 
@@ -176,11 +177,15 @@ func (d *delayer) run() {
 		if len(d.mu.items) > 0 {
 			wait = d.mu.items[0].at.Sub(now)
 		}
+		d.mu.firing = len(due)
 		d.mu.Unlock()
 		for _, fn := range due {
 			fn()
 		}
 		if len(due) > 0 {
+			d.mu.Lock()
+			d.mu.firing = 0
+			d.mu.Unlock()
 			continue
 		}
 		var timer clock.Timer

@@ -380,7 +380,7 @@ const idSize = 16
 // decodedSize bytes and not shared with anything else.
 func decodeInto(b []byte, off int64, ext *MessageExt, tail []byte) error {
 	v := View(b)
-	ext.QueueID = v.QueueID()
+	ext.QueueID = int(v.QueueID())
 	ext.QueueOffset = v.QueueOffset()
 	ext.StoreTimestamp = time.UnixMilli(v.StoreMs())
 	m := &ext.Message
@@ -472,14 +472,21 @@ func putID(dst []byte, commitLogOffset int64) {
 // ErrBadID reports a string that is not a message ID.
 var ErrBadID = fmt.Errorf("%w: malformed message ID", errs.ErrInvalidArgument)
 
-// ParseID returns the CommitLog offset a message ID encodes.
+// ParseID returns the CommitLog offset a message ID encodes: 16
+// upper-case hex digits of a non-negative int64. The error says which of
+// these id is not.
 func ParseID(id string) (int64, error) {
 	if len(id) != 16 {
-		return 0, fmt.Errorf("%w: %q", ErrBadID, id)
+		return 0, fmt.Errorf("%w: %q has %d characters, an ID has 16 hex digits", ErrBadID, id, len(id))
 	}
 	u, err := strconv.ParseUint(id, 16, 64)
-	if err != nil || int64(u) < 0 || strings.ToUpper(id) != id {
-		return 0, fmt.Errorf("%w: %q", ErrBadID, id)
+	switch {
+	case err != nil:
+		return 0, fmt.Errorf("%w: %q is not hexadecimal", ErrBadID, id)
+	case strings.ToUpper(id) != id:
+		return 0, fmt.Errorf("%w: %q has lower-case digits (IDs are upper-case: %s)", ErrBadID, id, strings.ToUpper(id))
+	case int64(u) < 0:
+		return 0, fmt.Errorf("%w: %q is above 7FFFFFFFFFFFFFFF, the largest CommitLog offset", ErrBadID, id)
 	}
 	return int64(u), nil
 }

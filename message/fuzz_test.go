@@ -39,7 +39,7 @@ func encodeForTest(m *Message, meta *Meta) []byte {
 // reencode encodes a decoded message again, with the stored fields that
 // Encode takes from Meta.
 func reencode(ext *MessageExt) []byte {
-	meta := &Meta{QueueID: ext.QueueID, QueueOffset: ext.QueueOffset, StoreMs: ext.StoreTimestamp.UnixMilli(),
+	meta := &Meta{QueueID: int32(ext.QueueID), QueueOffset: ext.QueueOffset, StoreMs: ext.StoreTimestamp.UnixMilli(),
 		BornMs: ext.BornTimestamp.UnixMilli()}
 	return encodeForTest(&ext.Message, meta)
 }
@@ -92,7 +92,7 @@ func FuzzDecodeRecord(f *testing.F) {
 			}
 			return
 		}
-		if !bytes.Equal(ext.Body, v.Body()) || ext.Topic != string(v.Topic()) || ext.QueueID != v.QueueID() || ext.QueueOffset != v.QueueOffset() {
+		if !bytes.Equal(ext.Body, v.Body()) || ext.Topic != string(v.Topic()) || ext.QueueID != int(v.QueueID()) || ext.QueueOffset != v.QueueOffset() {
 			t.Fatal("Decode disagrees with View")
 		}
 		canon := reencode(&ext)
@@ -203,7 +203,7 @@ func FuzzRecordRoundTrip(f *testing.F) {
 		wantKeys := m.Keys
 		if got.Topic != m.Topic || !bytes.Equal(got.Body, m.Body) || got.Tags != m.Tags || !slicesEqual(got.Keys, wantKeys) ||
 			got.UniqKey != string(uniq) || got.DelayLevel != m.DelayLevel || !got.DeliverAt.Equal(m.DeliverAt) ||
-			ext.QueueID != queueID || ext.QueueOffset != 42 || ext.StoreTimestamp.UnixMilli() != meta.StoreMs ||
+			ext.QueueID != int(queueID) || ext.QueueOffset != 42 || ext.StoreTimestamp.UnixMilli() != meta.StoreMs ||
 			got.BornTimestamp.UnixMilli() != meta.BornMs {
 			t.Fatalf("round trip changed the message:\nsent %+v\ngot  %+v", m, got)
 		}

@@ -66,12 +66,17 @@ type Message struct {
 // MessageExt is a stored message as read back.
 type MessageExt struct {
 	Message
-	QueueID         int32
+	// QueueID is an int, as PutResult.QueueID and every queue parameter
+	// of the API (the record stores it in 4 bytes).
+	QueueID         int
 	QueueOffset     int64
 	CommitLogOffset int64
 	StoreSize       int32
 	StoreTimestamp  time.Time
-	MsgID           string // encodes CommitLogOffset; see ID
+	// MsgID encodes CommitLogOffset; see the function ID. PutResult has
+	// the same value as the method MsgID; both types have the method ID,
+	// so code can read either the same way.
+	MsgID string
 
 	blk *block // the Pool block holding the message, until Release
 }
@@ -112,3 +117,8 @@ func TagsCode(tags string) uint32 {
 	}
 	return c
 }
+
+// ID returns m.MsgID, under the name PutResult has too (where MsgID is a
+// method): m.ID() and r.ID() read the message ID of a read message and of
+// a send result alike.
+func (m *MessageExt) ID() string { return m.MsgID }

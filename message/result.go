@@ -36,8 +36,13 @@ func NewPutResult(off int64, size, queue int, qoff int64, storeTime time.Time, o
 	return r
 }
 
-// MsgID returns the message ID (it encodes the CommitLog offset).
+// MsgID returns the message ID (it encodes the CommitLog offset): the
+// value of MessageExt.MsgID for this message.
 func (r *PutResult) MsgID() string { return ID(r.Offset) }
+
+// ID is MsgID, under the name MessageExt has too: r.ID() and m.ID() read
+// the message ID of a send result and of a read message alike.
+func (r *PutResult) ID() string { return r.MsgID() }
 
 // UniqKey returns the message's unique key (the producer's if it set one).
 func (r *PutResult) UniqKey() string {

@@ -92,8 +92,8 @@ func Validate(m *Message, maxBody, maxTopic, uniqLen int, now time.Time) error {
 	}
 	if len(m.Properties) > 0 { // ranging over even an empty map costs an iterator
 		for k, v := range m.Properties {
-			if k == "" || hasSep(k) || hasSep(v) || isReserved(k) {
-				return fmt.Errorf("%w: %q", ErrInvalidProperty, k)
+			if err := checkProperty(k, v); err != nil {
+				return err
 			}
 		}
 	}
@@ -110,6 +110,22 @@ func Validate(m *Message, maxBody, maxTopic, uniqLen int, now time.Time) error {
 		if m.DeliverAt.After(now.Add(MaxDeliverAhead)) {
 			return fmt.Errorf("%w: deliver-at %s is more than %s ahead", ErrInvalidDelay, m.DeliverAt.Format(time.RFC3339), MaxDeliverAhead)
 		}
+	}
+	return nil
+}
+
+// checkProperty says what is wrong with a user property, if anything.
+func checkProperty(k, v string) error {
+	switch {
+	case k == "":
+		return fmt.Errorf("%w: empty name", ErrInvalidProperty)
+	case isReserved(k):
+		return fmt.Errorf("%w: %q is a reserved name, set through its Message field (Tags, Keys, UniqKey, ShardingKey, DelayLevel, DeliverAt)",
+			ErrInvalidProperty, k)
+	case hasSep(k):
+		return fmt.Errorf("%w: name %q has a control character", ErrInvalidProperty, k)
+	case hasSep(v):
+		return fmt.Errorf("%w: the value of %q has a control character", ErrInvalidProperty, k)
 	}
 	return nil
 }

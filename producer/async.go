@@ -54,6 +54,12 @@ func (a *asyncState) init(p *Producer) {
 // stores nothing). cb must not block for long; it may send with Send or
 // SendOneway but must not wait on SendAsync of the same producer.
 func (p *Producer) SendAsync(ctx context.Context, m *message.Message, cb func(SendResult, error)) error {
+	if p == nil {
+		return errs.NilReceiver("producer.Producer")
+	}
+	if err := errs.CheckContext(ctx, "mqlite/producer: send async"); err != nil {
+		return err
+	}
 	if cb == nil {
 		return fmt.Errorf("mqlite/producer: nil callback: %w", errs.ErrInvalidArgument)
 	}
@@ -125,6 +131,9 @@ func (a *asyncState) worker() {
 // returns once every accepted async send has had its callback (their
 // messages are stored; the callbacks report durability). Idempotent.
 func (p *Producer) Close() error {
+	if p == nil {
+		return errs.NilReceiver("producer.Producer")
+	}
 	a := &p.async
 	a.closing.Do(func() {
 		close(a.quit)

@@ -20,6 +20,12 @@ const MaxBatchBytes = 4 << 20
 // stored. Results are in message order; on ErrFlushTimeout every result
 // has Status FlushDiskTimeout.
 func (p *Producer) SendBatch(ctx context.Context, msgs []*message.Message) ([]SendResult, error) {
+	if p == nil {
+		return nil, errs.NilReceiver("producer.Producer")
+	}
+	if err := errs.CheckContext(ctx, "mqlite/producer: send batch"); err != nil {
+		return nil, err
+	}
 	if p.async.closed.Load() {
 		return nil, fmt.Errorf("mqlite/producer: send batch: %w", errs.ErrClosed)
 	}

@@ -150,6 +150,12 @@ func New(st Store, opts Options) (*Producer, error) {
 // result has Status FlushDiskTimeout and the error is ErrFlushTimeout: the
 // message is stored. m must not be modified until Send returns.
 func (p *Producer) Send(ctx context.Context, m *message.Message) (SendResult, error) {
+	if p == nil {
+		return SendResult{}, errs.NilReceiver("producer.Producer")
+	}
+	if err := errs.CheckContext(ctx, "mqlite/producer: send"); err != nil {
+		return SendResult{}, err
+	}
 	res, err := p.store(ctx, m)
 	if err != nil {
 		return SendResult{}, err
@@ -160,6 +166,9 @@ func (p *Producer) Send(ctx context.Context, m *message.Message) (SendResult, er
 // SendOneway stores m and returns without waiting for durability (the
 // store is asked to make it durable). Errors are those of storing it.
 func (p *Producer) SendOneway(m *message.Message) error {
+	if p == nil {
+		return errs.NilReceiver("producer.Producer")
+	}
 	res, err := p.store(context.Background(), m)
 	if err != nil {
 		return err

@@ -123,7 +123,9 @@ func (r *Registry) Restore(queues map[string]int, persist bool) ([]string, error
 func (r *Registry) Get(name string) (Config, error) {
 	rec, ok := (*r.topics.Load())[name]
 	if !ok {
-		return Config{}, fmt.Errorf("mqlite: topic %q: %w", name, errs.ErrTopicNotFound)
+		// The sentinel says what is wrong, the name says where: callers
+		// add their operation in front and need not repeat the name.
+		return Config{}, fmt.Errorf("%w: %q", errs.ErrTopicNotFound, name)
 	}
 	return Config{Queues: rec.Queues}, nil
 }

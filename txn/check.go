@@ -187,7 +187,7 @@ func (s *Service) check(ctx context.Context, e *entry) (err error) {
 func (s *Service) ask(ctx context.Context, checker Checker, half *message.MessageExt, rm *message.Message, queue, n int) (state TxState) {
 	m := *half
 	m.Message = *rm
-	m.QueueID = int32(queue)
+	m.QueueID = queue
 	m.SysFlag = rm.SysFlag&^message.SysTxTypeMask | message.SysTxPrepared
 	m.PreparedTxOffset = 0
 	m.Properties = maps.Clone(rm.Properties)

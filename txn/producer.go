@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/mqlite/mqlite/internal/errs"
 	"github.com/mqlite/mqlite/message"
 	"github.com/mqlite/mqlite/producer"
 	"github.com/mqlite/mqlite/topic"
@@ -64,6 +65,9 @@ func NewProducer(svc *Service, checker Checker, opts ProducerOptions) (*Producer
 // Close unregisters the producer's checker; sends in progress finish.
 // Close is idempotent; afterwards SendInTransaction returns ErrClosed.
 func (p *Producer) Close() error {
+	if p == nil {
+		return errs.NilReceiver("txn.Producer")
+	}
 	if p.closed.CompareAndSwap(false, true) {
 		p.unregister()
 	}
@@ -163,6 +167,12 @@ func (p *Producer) SendInTransaction(ctx context.Context, msg *message.Message, 
 
 // check refuses bad input and picks the real queue.
 func (p *Producer) check(ctx context.Context, msg *message.Message, localTx LocalTx) (int, error) {
+	if p == nil {
+		return 0, errs.NilReceiver("txn.Producer")
+	}
+	if err := errs.CheckContext(ctx, "mqlite/txn: send in transaction"); err != nil {
+		return 0, err
+	}
 	if p.closed.Load() || p.svc.isClosed() {
 		return 0, fmt.Errorf("mqlite/txn: send: %w", ErrClosed)
 	}

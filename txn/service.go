@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/mqlite/mqlite/clock"
+	"github.com/mqlite/mqlite/internal/errs"
 	"github.com/mqlite/mqlite/internal/vfs"
 	"github.com/mqlite/mqlite/topic"
 )
@@ -234,6 +235,9 @@ func (s *Service) loop(t clock.Ticker) {
 // round while the round goes on; CheckNow returns the first such error, or
 // the error that stopped the round.
 func (s *Service) CheckNow(ctx context.Context) error {
+	if err := errs.CheckContext(ctx, "mqlite/txn: check"); err != nil {
+		return err
+	}
 	if s.isClosed() {
 		return fmt.Errorf("mqlite/txn: check: %w", ErrClosed)
 	}

@@ -215,6 +215,8 @@ func TestUsageErrors(t *testing.T) {
 		{"not a store", []string{"-dir", t.TempDir(), "topics"}, 2, "not an mqlite store (no commitlog directory)"},
 		{"bad flag", []string{"-dir", f.dir, "topics", "-nope"}, 2, "flag provided but not defined: -nope"},
 		{"bad msgID", []string{"-dir", f.dir, "get", "xyz"}, 2, `"xyz" is not a message ID`},
+		{"ID above the largest offset", []string{"-dir", f.dir, "get", "FFFFFFFFFFFFFFFF"}, 2, `"FFFFFFFFFFFFFFFF" is not a message ID: it is above 7FFFFFFFFFFFFFFF`},
+		{"lower-case ID", []string{"-dir", f.dir, "get", "00000000000000ab"}, 2, `it has lower-case digits`},
 		{"get needs an ID", []string{"-dir", f.dir, "get"}, 2, "want <msgID>, got 0 argument(s)"},
 		{"extra argument", []string{"-dir", f.dir, "topics", "x"}, 2, "want no arguments, got 1"},
 		{"message not found", []string{"-dir", f.dir, "get", "00000000000FFFFF"}, 1, "mqlite get: message 00000000000FFFFF:"},

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -20,7 +21,7 @@ var farFuture = time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC)
 func runGet(e *env, args []string) int {
 	id := args[0]
 	if _, err := message.ParseID(id); err != nil {
-		return e.usageErr("%q is not a message ID (16 upper-case hex digits, as Put and Send return)", id)
+		return e.usageErr("%q is not a message ID: it %s (an ID is the 16 upper-case hex digits Put and Send return)", id, idProblem(id, err))
 	}
 	return e.withStore(func(s *mqlite.Store) int {
 		m, err := s.MessageByID(id)
@@ -242,4 +243,14 @@ func tailCmd(fs *flag.FlagSet) runner {
 			return max(qs.MaxOffset-int64(*n), qs.MinOffset), nil
 		})
 	}
+}
+
+// idProblem is what ParseID's error says is wrong with id, without the
+// sentinels' text and the id in front.
+func idProblem(id string, err error) string {
+	s := err.Error()
+	if i := strings.LastIndex(s, "malformed message ID: "); i >= 0 {
+		s = s[i+len("malformed message ID: "):]
+	}
+	return strings.TrimPrefix(s, strconv.Quote(id)+" ")
 }

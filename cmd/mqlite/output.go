@@ -86,7 +86,7 @@ func parseTime(name, v string) (time.Time, error) {
 type jsonMessage struct {
 	MsgID           string
 	Topic           string
-	QueueID         int32
+	QueueID         int
 	QueueOffset     int64
 	CommitLogOffset int64
 	StoreSize       int32

@@ -4,6 +4,7 @@
 package errs
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"syscall"
@@ -90,4 +91,22 @@ func Disk(err error) error {
 		return fmt.Errorf("%w (%w)", ErrDiskFull, err)
 	}
 	return fmt.Errorf("%w (%w)", ErrIO, err)
+}
+
+// CheckContext returns an error matching ErrInvalidArgument when ctx is
+// nil, naming op (which carries its package prefix, e.g.
+// "mqlite/producer: send"); otherwise nil. Every exported call that takes
+// a context checks it first, so a nil ctx is an error, not a panic.
+func CheckContext(ctx context.Context, op string) error {
+	if ctx == nil {
+		return fmt.Errorf("%s: nil context: %w", op, ErrInvalidArgument)
+	}
+	return nil
+}
+
+// NilReceiver is the error of a method called on a nil handle: it
+// matches ErrInvalidArgument and names the type (with its package, e.g.
+// "mqlite.Store").
+func NilReceiver(typ string) error {
+	return fmt.Errorf("mqlite: method called on a nil *%s: %w", typ, ErrInvalidArgument)
 }

@@ -1,0 +1,156 @@
+package mqlite
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/mqlite/mqlite/internal/errs"
+)
+
+// passBarrier lets Settle ask a background loop for one full pass that
+// starts after the request, and wait until the loop has finished it and
+// is parked again. A loop calls begin at the top of each pass and idle
+// just before it parks, and wakes on poke. Requests made while a pass is
+// running are served by the next pass (the poke is buffered).
+type passBarrier struct {
+	poke chan struct{} // cap 1: a pass was requested
+	mu   sync.Mutex
+	req  uint64        // passes requested
+	done uint64        // the request count the last finished pass began with
+	ch   chan struct{} // closed and replaced when done moves
+}
+
+func newPassBarrier() *passBarrier {
+	return &passBarrier{poke: make(chan struct{}, 1), ch: make(chan struct{})}
+}
+
+// begin is called by the loop at the start of a pass; it returns the
+// request count the pass serves.
+func (b *passBarrier) begin() uint64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.req
+}
+
+// idle is called by the loop when the pass that began with gen has done
+// all the work due and the loop is about to park.
+func (b *passBarrier) idle(gen uint64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if gen > b.done {
+		b.done = gen
+		close(b.ch)
+		b.ch = make(chan struct{})
+	}
+}
+
+// sync requests a pass and waits until one that began after the request
+// has finished, ctx ends or quit closes (the loop stopped).
+func (b *passBarrier) sync(ctx context.Context, quit <-chan struct{}) error {
+	b.mu.Lock()
+	b.req++
+	want := b.req
+	b.mu.Unlock()
+	select {
+	case b.poke <- struct{}{}:
+	default:
+	}
+	for {
+		b.mu.Lock()
+		if b.done >= want {
+			b.mu.Unlock()
+			return nil
+		}
+		ch := b.ch
+		b.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-quit:
+			return errs.ErrClosed
+		}
+	}
+}
+
+// Settle returns once the store and its consumers have done all the work
+// that is due at the clock's current time: every stored message is
+// visible, the delay levels and the timer service have delivered every
+// message due, and every push consumer has fetched its queues to the end,
+// run its handler on every fetched message and stored what the handler
+// sent back (retries, dead letters); pull consumers have fetched
+// everything, ready for Poll (or TryPoll). It loops until a whole round
+// changes nothing, so work that causes more work (a failed message sent
+// back, delivered again once due, sent back again...) is followed to the
+// end. It is a barrier for tests and harnesses driving Options.Clock by
+// hand (a clock.Fake): Advance the clock, Settle, then check. It does not
+// move the clock, and its result is only meaningful while nothing else
+// sends or advances the clock meanwhile. Work due later (a retry waiting
+// for its delay level, a local redelivery waiting for SuspendInterval) is
+// not waited for; transaction check-back rounds and retention passes are
+// run on their own schedule (CheckTransactions and CleanExpired run them
+// now). A handler that never returns, or a queue waiting for a lock
+// another member holds, makes Settle wait until ctx ends: pass a ctx with
+// a deadline. Between its checks Settle waits briefly on the real clock
+// (10 µs growing to 1 ms) for the store's goroutines to run; it never
+// waits on Options.Clock.
+func (s *Store) Settle(ctx context.Context) error {
+	if err := s.enter(ctx, "settle"); err != nil {
+		return err
+	}
+	if s.closed.Load() {
+		return errs.ErrClosed
+	}
+	if s.readOnly {
+		return nil
+	}
+	var pause time.Duration
+	for {
+		mark := s.settleMark()
+		if err := s.settleRound(ctx); err != nil {
+			return err
+		}
+		if s.consumers.Idle() && s.settleMark() == mark {
+			return nil
+		}
+		// Something moved or a consumer is still busy: wait a little
+		// for its goroutines (they run on real time, not the clock's),
+		// then go round again.
+		pause = min(max(2*pause, 10*time.Microsecond), time.Millisecond)
+		t := time.NewTimer(pause)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		}
+	}
+}
+
+// settleRound makes everything stored visible and has the delay levels
+// and the timer service each run one pass over what is due.
+func (s *Store) settleRound(ctx context.Context) error {
+	if err := s.WaitVisible(ctx); err != nil {
+		return err
+	}
+	if err := s.sched.bar.sync(ctx, s.sched.quit); err != nil {
+		return err
+	}
+	if err := s.timers.bar.sync(ctx, s.timers.quit); err != nil {
+		return err
+	}
+	return s.WaitVisible(ctx)
+}
+
+// settleMark is what Settle compares across a round: the CommitLog's end
+// (anything stored) and the consumers' activity (anything fetched,
+// consumed, committed).
+type settleMark struct {
+	end      int64
+	activity uint64
+}
+
+func (s *Store) settleMark() settleMark {
+	return settleMark{end: s.log.WrotePosition(), activity: s.consumers.Activity()}
+}

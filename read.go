@@ -101,7 +101,7 @@ func (s *Store) resolveDelayed(m *MessageExt) (*MessageExt, error) {
 	p := *m
 	p.Message = *real
 	p.DelayLevel, p.DeliverAt = m.DelayLevel, m.DeliverAt
-	p.QueueID, p.QueueOffset = int32(queue), -1
+	p.QueueID, p.QueueOffset = queue, -1
 	return &p, nil
 }
 

@@ -56,9 +56,9 @@ func TestDelayedSendResult(t *testing.T) {
 	// Waiting: the message as it will be delivered.
 	for _, c := range []struct {
 		r     PutResult
-		queue int32
+		queue int
 		body  string
-	}{{r, 2, "delayed"}, {sr.PutResult, int32(sr.QueueID), "sent"}, {tr, 3, "timer"}} {
+	}{{r, 2, "delayed"}, {sr.PutResult, sr.QueueID, "sent"}, {tr, 3, "timer"}} {
 		m, err := s.MessageByID(c.r.MsgID())
 		require.NoError(t, err)
 		require.Equal(t, "d", m.Topic)

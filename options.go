@@ -97,8 +97,15 @@ type Options struct {
 
 	// DiskMaxUsedRatio: while the volume holding the store is fuller
 	// than this, sends fail fast with ErrDiskFull (reads keep working).
-	// Default 0.75; 1 turns the check off.
+	// Default 0.90 (RocketMQ's diskSpaceWarningLevelRatio, above which
+	// its broker rejects writes); 1 turns the check off.
 	DiskMaxUsedRatio float64
+	// DiskFullPolicy says whether a filling disk may delete unconsumed
+	// messages younger than Retention: by default (DiskFullReject) never;
+	// sends fail at DiskMaxUsedRatio instead. DiskFullDeleteOldest opts
+	// in to deleting the oldest segments above ForceCleanRatio, with a
+	// warning and a count in Stats.Retention.
+	DiskFullPolicy DiskFullPolicy
 	// FlowControlThreshold: while the append path or a FlushSync sync has
 	// been stuck longer than this, sends fail fast with ErrFlowControl.
 	// Default 1 s (RocketMQ's osPageCacheBusyTimeOutMills); negative
@@ -115,12 +122,17 @@ type Options struct {
 	MaxDispatchLag int64
 
 	// Retention: sealed CommitLog segments older than Retention (default
-	// 72 h) are deleted at DeleteHour (1-23, or 24 for midnight, in the
-	// clock's location; default 4), and at any time once the volume is fuller than
-	// CleanRatio (default 0.65); above ForceCleanRatio (default 0.70), or
-	// past MaxStoreBytes of CommitLog (default 0: no cap), the oldest go
-	// even if not expired. Negative Retention keeps everything (no
-	// retention at all).
+	// 72 h, RocketMQ's fileReservedTime) are deleted at DeleteHour (1-23,
+	// or 24 for midnight, in the clock's location; default 4, RocketMQ's
+	// deleteWhen), and at any time once the volume is fuller than
+	// CleanRatio (default 0.75, RocketMQ's diskMaxUsedSpaceRatio).
+	// Segments not yet expired are deleted only when asked: above
+	// ForceCleanRatio (default 0.85, RocketMQ's
+	// diskSpaceCleanForciblyRatio) with DiskFullPolicy
+	// DiskFullDeleteOldest, or past MaxStoreBytes of CommitLog (default
+	// 0: no cap); each such deletion warns and counts in
+	// Stats.Retention. Negative Retention keeps everything (no retention
+	// at all).
 	Retention       time.Duration
 	DeleteHour      int
 	CleanRatio      float64
@@ -151,8 +163,11 @@ type Options struct {
 	IndexSlots          int // hash slots per IndexFile; default 1<<20 (1<<14 in memory)
 	IndexEntries        int // entries per IndexFile; default 4,000,000 (1<<16 in memory)
 
-	Clock  clock.Clock  // default clock.Real
-	Logger *slog.Logger // default discards
+	Clock clock.Clock // default clock.Real
+	// Logger receives routine logs; nil discards them. Warnings about
+	// deleted data (DiskFullDeleteOldest, MaxStoreBytes) go to
+	// slog.Default when it is nil, so that no loss is silent.
+	Logger *slog.Logger
 }
 
 const defaultMemSegment = 64 << 20
@@ -213,7 +228,10 @@ func (o *Options) withDefaults() (Options, error) {
 		}
 	}
 	if c.DiskMaxUsedRatio == 0 {
-		c.DiskMaxUsedRatio = 0.75
+		c.DiskMaxUsedRatio = DefaultDiskMaxUsedRatio
+	}
+	if c.DiskFullPolicy != DiskFullReject && c.DiskFullPolicy != DiskFullDeleteOldest {
+		problems = append(problems, fmt.Errorf("unknown DiskFullPolicy %d", int(c.DiskFullPolicy)))
 	}
 	if c.DiskMaxUsedRatio < 0 || c.DiskMaxUsedRatio > 1 {
 		problems = append(problems, fmt.Errorf("DiskMaxUsedRatio %g outside (0, 1]", c.DiskMaxUsedRatio))

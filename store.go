@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -54,6 +55,8 @@ type Store struct {
 	consumers   *consumer.Manager
 	guard       guard
 	metrics     metrics
+	lossLog     *slog.Logger                           // warnings about deleted data: Options.Logger or slog.Default
+	early       struct{ segments, bytes atomic.Int64 } // RetentionStats
 
 	// builtDirs are the index directories (ConsumeQueue, IndexFile) this
 	// Open created: a failed Open removes them, or the next Open would
@@ -136,7 +139,7 @@ func openStore(fs vfs.FS, dir string, opts *Options, rebuild bool) (*Store, erro
 	if o.ReadOnly {
 		return openReadOnly(fs, dir, o, opts != nil && opts.SegmentSize != 0)
 	}
-	s := &Store{opts: o, dir: filepath.Clean(dir), fs: fs, queues: map[string]*topicNext{},
+	s := &Store{opts: o, dir: filepath.Clean(dir), fs: fs, queues: map[string]*topicNext{}, lossLog: lossLogger(opts),
 		uniqPrefix: rand.Uint32(), cpQuit: make(chan struct{}), cpDone: make(chan struct{})}
 	putHex(s.uniqHex[:], uint64(s.uniqPrefix))
 	s.resyncWall()

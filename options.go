@@ -61,8 +61,15 @@ type Options struct {
 	// ErrNotFound.
 	ReadOnly bool
 
-	SegmentSize    int64 // CommitLog segment size; default 1 GiB (64 MiB in memory)
-	MaxMessageSize int   // body limit; default 4 MiB
+	// SegmentSize is the CommitLog segment size; default
+	// DefaultSegmentSize, 32 MiB (64 MiB in memory), so that a small
+	// store stays small: the log keeps the next segment preallocated, so
+	// an open store holds two. RocketMQ's mappedFileSizeCommitLog is
+	// 1 GiB (commitlog.DefaultSegmentSize): larger segments roll less
+	// often, for heavy write loads. An existing store keeps the size it
+	// was created with.
+	SegmentSize    int64
+	MaxMessageSize int // body limit; default 4 MiB
 
 	SyncFlushTimeout      time.Duration // FlushSync wait limit; default 5 s
 	FlushInterval         time.Duration // FlushAsync period; default 500 ms
@@ -159,9 +166,21 @@ type Options struct {
 	TxMaxChecks     int
 	TxParkAfterMax  bool
 
-	ConsumeQueueEntries int // entries per ConsumeQueue file; default 300,000
-	IndexSlots          int // hash slots per IndexFile; default 1<<20 (1<<14 in memory)
-	IndexEntries        int // entries per IndexFile; default 4,000,000 (1<<16 in memory)
+	// ConsumeQueueEntries is the number of 20-byte entries per
+	// ConsumeQueue file of a new queue; default 65,536
+	// (consumequeue.DefaultEntriesPerFile), 1.25 MiB per queue that holds
+	// a message (RocketMQ's mappedFileSizeConsumeQueue is 300,000
+	// entries, 5.7 MiB). With the default, an existing queue keeps the
+	// value it was created with; a nonzero value must match it.
+	ConsumeQueueEntries int
+	// IndexSlots and IndexEntries size each new IndexFile (the key
+	// index): hash slots of 4 bytes and entries of 20. Defaults
+	// DefaultIndexSlots and DefaultIndexEntries, a 5.3 MiB file (1<<14
+	// and 1<<16 in memory); RocketMQ's maxHashSlotNum and maxIndexNum are
+	// 5,000,000 and 20,000,000 (a 400 MiB file). Existing files keep
+	// their size.
+	IndexSlots   int
+	IndexEntries int
 
 	Clock clock.Clock // default clock.Real
 	// Logger receives routine logs; nil discards them. Warnings about
@@ -169,6 +188,14 @@ type Options struct {
 	// slog.Default when it is nil, so that no loss is silent.
 	Logger *slog.Logger
 }
+
+// Default sizes of a store's files, chosen so that a small store takes
+// well under 100 MB of disk (see Options.SegmentSize and IndexSlots).
+const (
+	DefaultSegmentSize  = 32 << 20
+	DefaultIndexSlots   = 1 << 16
+	DefaultIndexEntries = 1 << 18
+)
 
 const defaultMemSegment = 64 << 20
 
@@ -186,7 +213,7 @@ func (o *Options) withDefaults() (Options, error) {
 		problems = append(problems, fmt.Errorf("unknown Flush mode %d", int(c.Flush)))
 	}
 	if c.SegmentSize == 0 {
-		c.SegmentSize = commitlog.DefaultSegmentSize
+		c.SegmentSize = DefaultSegmentSize
 		if c.InMemory {
 			c.SegmentSize = defaultMemSegment
 		}
@@ -211,6 +238,12 @@ func (o *Options) withDefaults() (Options, error) {
 	}
 	if c.InMemory && c.IndexSlots == 0 && c.IndexEntries == 0 {
 		c.IndexSlots, c.IndexEntries = 1<<14, 1<<16
+	}
+	if c.IndexSlots == 0 {
+		c.IndexSlots = DefaultIndexSlots
+	}
+	if c.IndexEntries == 0 {
+		c.IndexEntries = DefaultIndexEntries
 	}
 	if c.InMemory && c.ConsumeQueueEntries == 0 {
 		c.ConsumeQueueEntries = 1 << 14

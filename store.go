@@ -116,6 +116,8 @@ type RecoveryReport struct {
 // process, fails with ErrLocked. With Options.ReadOnly it opens an
 // existing store for reading only, beside the process that owns it or
 // while none does: no lock, no change to any file (see Options.ReadOnly).
+// An empty dir is ErrInvalidArgument (it never means the current
+// directory), also in memory.
 func Open(dir string, opts *Options) (*Store, error) {
 	var fs vfs.FS = vfs.OS
 	if opts != nil && opts.InMemory {
@@ -132,6 +134,9 @@ func openFS(fs vfs.FS, dir string, opts *Options) (*Store, error) {
 // openStore is openFS; rebuild deletes the ConsumeQueue and the IndexFile
 // once the CommitLog is recovered (RebuildIndexes).
 func openStore(fs vfs.FS, dir string, opts *Options, rebuild bool) (*Store, error) {
+	if dir == "" {
+		return nil, fmt.Errorf("mqlite: open: empty directory name (use \".\" for the current directory): %w", errs.ErrInvalidArgument)
+	}
 	o, err := opts.withDefaults()
 	if err != nil {
 		return nil, err

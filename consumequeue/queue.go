@@ -97,7 +97,8 @@ func (s *segment) markDirty(lo, hi int) {
 // if missing, and recovers it (see the package documentation). Damaged data
 // files are repaired by dropping everything from the first invalid entry on;
 // a damaged meta file, or data files without one, is a *CorruptError, and a
-// meta file of another version or EntriesPerFile is ErrIncompatible.
+// meta file of another version, or of another EntriesPerFile than a
+// nonzero opts.EntriesPerFile, is ErrIncompatible.
 func Open(opts Options) (*Queue, error) {
 	o, err := opts.withDefaults()
 	if err != nil {
@@ -111,7 +112,11 @@ func Open(opts Options) (*Queue, error) {
 	if err := q.fs.MkdirAll(q.dir, 0o755); err != nil {
 		return nil, fmt.Errorf("mqlite/consumequeue: open %s: %w", q.dir, errs.Disk(err))
 	}
-	hadMeta, err := q.loadMeta(o.EntriesPerFile)
+	perFile := o.EntriesPerFile
+	if o.adopt {
+		perFile = 0 // an existing queue keeps its own
+	}
+	hadMeta, err := q.loadMeta(perFile)
 	if err != nil {
 		return nil, err
 	}

@@ -4,12 +4,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"slices"
 	"time"
 
 	"github.com/mqlite/mqlite/clock"
 	"github.com/mqlite/mqlite/commitlog"
 	"github.com/mqlite/mqlite/internal/errs"
+	"github.com/mqlite/mqlite/internal/vfs"
 	"github.com/mqlite/mqlite/message"
 	"github.com/mqlite/mqlite/topic"
 )
@@ -182,6 +184,15 @@ type Options struct {
 	IndexSlots   int
 	IndexEntries int
 
+	// FileMode is the permission of every file the store creates
+	// (segments, queues, index, checkpoint, config files); directories get
+	// the search bit where it grants read (0600 gives 0700, 0640 gives
+	// 0750). Default 0600, owner-only, as a store of messages may hold
+	// personal data; widen it to share the store with a group. The
+	// process umask still applies, and existing files keep their mode.
+	// The owner must keep read and write.
+	FileMode os.FileMode
+
 	Clock clock.Clock // default clock.Real
 	// Logger receives routine logs; nil discards them. Warnings about
 	// deleted data (DiskFullDeleteOldest, MaxStoreBytes) go to
@@ -313,6 +324,12 @@ func (o *Options) withDefaults() (Options, error) {
 	}
 	if c.CheckpointInterval == 0 {
 		c.CheckpointInterval = time.Second
+	}
+	if c.FileMode == 0 {
+		c.FileMode = vfs.DefaultFileMode
+	}
+	if c.FileMode&^os.ModePerm != 0 || c.FileMode&0o600 != 0o600 {
+		problems = append(problems, fmt.Errorf("FileMode %v: want permission bits only, with owner read and write", c.FileMode))
 	}
 	if c.Clock == nil {
 		c.Clock = clock.Real

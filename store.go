@@ -144,6 +144,7 @@ func openStore(fs vfs.FS, dir string, opts *Options, rebuild bool) (*Store, erro
 	if o.ReadOnly {
 		return openReadOnly(fs, dir, o, opts != nil && opts.SegmentSize != 0)
 	}
+	fs = vfs.WithModes(fs, o.FileMode)
 	s := &Store{opts: o, dir: filepath.Clean(dir), fs: fs, queues: map[string]*topicNext{}, lossLog: lossLogger(opts),
 		uniqPrefix: rand.Uint32(), cpQuit: make(chan struct{}), cpDone: make(chan struct{})}
 	putHex(s.uniqHex[:], uint64(s.uniqPrefix))
@@ -173,7 +174,7 @@ func openStore(fs vfs.FS, dir string, opts *Options, rebuild bool) (*Store, erro
 func (s *Store) path(name string) string { return filepath.Join(s.dir, name) }
 
 func (s *Store) open() error {
-	if err := s.fs.MkdirAll(s.dir, 0o755); err != nil {
+	if err := s.fs.MkdirAll(s.dir, 0o700); err != nil {
 		return fmt.Errorf("mqlite: create %s: %w (%w)", s.dir, errs.ErrIO, err)
 	}
 	lk, err := s.fs.Lock(s.path(lockName))
@@ -250,7 +251,7 @@ func (s *Store) open() error {
 // markOpen creates the abort marker durably: until Close removes it, a
 // reopen knows the store did not shut down cleanly.
 func (s *Store) markOpen() error {
-	f, err := s.fs.OpenFile(s.path(abortName), os.O_CREATE|os.O_RDWR, 0o644)
+	f, err := s.fs.OpenFile(s.path(abortName), os.O_CREATE|os.O_RDWR, 0o600)
 	if err == nil {
 		err = f.Close()
 	}

@@ -109,7 +109,7 @@ func Open(opts Options) (*Queue, error) {
 		return openReadOnly(q)
 	}
 	existed := vfs.Exists(q.fs, q.dir)
-	if err := q.fs.MkdirAll(q.dir, 0o755); err != nil {
+	if err := q.fs.MkdirAll(q.dir, 0o700); err != nil {
 		return nil, fmt.Errorf("mqlite/consumequeue: open %s: %w", q.dir, errs.Disk(err))
 	}
 	perFile := o.EntriesPerFile
@@ -161,7 +161,7 @@ func (q *Queue) isLazy() bool {
 
 // materializeLocked creates the directory and meta file of a lazy queue.
 func (q *Queue) materializeLocked() error {
-	if err := q.fs.MkdirAll(q.dir, 0o755); err != nil {
+	if err := q.fs.MkdirAll(q.dir, 0o700); err != nil {
 		return fmt.Errorf("mqlite/consumequeue: create %s: %w", q.dir, errs.Disk(err))
 	}
 	if err := vfs.WriteFileAtomic(q.fs, q.dir, metaName, encodeMeta(int(q.perFile))); err != nil {
@@ -486,7 +486,7 @@ func (q *Queue) createLocked(start int64) (*segment, error) {
 		}
 	}
 	path := filepath.Join(q.dir, fileName(start*EntrySize))
-	f, err := q.fs.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	f, err := q.fs.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("mqlite/consumequeue: create %s: %w", path, errs.Disk(err))
 	}

@@ -3,7 +3,6 @@ package bench
 import (
 	"io/fs"
 	"path/filepath"
-	"syscall"
 	"testing"
 
 	"github.com/mqlite/mqlite"
@@ -22,9 +21,7 @@ func diskUse(t *testing.T, dir string) (apparent, allocated int64) {
 			return err
 		}
 		apparent += fi.Size()
-		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-			allocated += int64(st.Blocks) * 512
-		}
+		allocated += allocatedBytes(fi)
 		return nil
 	})
 	if err != nil {

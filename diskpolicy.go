@@ -7,6 +7,9 @@ import (
 
 // DiskFullPolicy says what the store does when the volume holding it fills
 // up: what happens to unconsumed messages younger than Options.Retention.
+// No policy blocks sends until space frees: they fail fast with
+// ErrDiskFull, and a caller that wants to wait retries (the store samples
+// the volume every second).
 type DiskFullPolicy int
 
 const (

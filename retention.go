@@ -141,10 +141,12 @@ func (s *Store) pickSegments(now, force, spaceShort bool) (cut int64, early int,
 		// first): no seal time, so not known to be expired.
 		if segs[i+1].Start < s.log.WrotePosition() {
 			sealed, err := s.sealTime(segs[i+1].Start)
-			if err != nil {
+			switch {
+			case err == nil:
+				expired = s.opts.Retention > 0 && clk.Sub(sealed) > s.opts.Retention
+			case !force && !overCap:
 				return cut, early, earlyBytes, rep, err
-			}
-			expired = s.opts.Retention > 0 && clk.Sub(sealed) > s.opts.Retention
+			} // forced or capped: an unreadable seal time counts as early
 		}
 		if !force && !overCap && (!expired || !(now || spaceShort)) {
 			break

@@ -9,8 +9,11 @@ import (
 
 // StatsObserver receives a Stats snapshot every Options.StatsInterval, so
 // a program can export them (Prometheus, OpenTelemetry, logs) without
-// mqlite depending on any of those. ObserveStats runs on the store's
-// monitor goroutine: it must return quickly and must not call Close.
+// mqlite depending on any of those, and once more right after retention
+// deletes segments before their retention age (Stats.Retention).
+// ObserveStats runs on a goroutine of the store (the monitor, the
+// retention pass, or the caller of CleanExpired): it must return quickly
+// and must not call Close or CleanExpired.
 type StatsObserver interface {
 	ObserveStats(Stats)
 }

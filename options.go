@@ -4,12 +4,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"slices"
 	"time"
 
 	"github.com/mqlite/mqlite/clock"
 	"github.com/mqlite/mqlite/commitlog"
 	"github.com/mqlite/mqlite/internal/errs"
+	"github.com/mqlite/mqlite/internal/vfs"
 	"github.com/mqlite/mqlite/message"
 	"github.com/mqlite/mqlite/topic"
 )
@@ -61,8 +63,15 @@ type Options struct {
 	// ErrNotFound.
 	ReadOnly bool
 
-	SegmentSize    int64 // CommitLog segment size; default 1 GiB (64 MiB in memory)
-	MaxMessageSize int   // body limit; default 4 MiB
+	// SegmentSize is the CommitLog segment size; default
+	// DefaultSegmentSize, 32 MiB (64 MiB in memory), so that a small
+	// store stays small: the log keeps the next segment preallocated, so
+	// an open store holds two. RocketMQ's mappedFileSizeCommitLog is
+	// 1 GiB (commitlog.DefaultSegmentSize): larger segments roll less
+	// often, for heavy write loads. An existing store keeps the size it
+	// was created with.
+	SegmentSize    int64
+	MaxMessageSize int // body limit; default 4 MiB
 
 	SyncFlushTimeout      time.Duration // FlushSync wait limit; default 5 s
 	FlushInterval         time.Duration // FlushAsync period; default 500 ms
@@ -97,8 +106,15 @@ type Options struct {
 
 	// DiskMaxUsedRatio: while the volume holding the store is fuller
 	// than this, sends fail fast with ErrDiskFull (reads keep working).
-	// Default 0.75; 1 turns the check off.
+	// Default 0.90 (RocketMQ's diskSpaceWarningLevelRatio, above which
+	// its broker rejects writes); 1 turns the check off.
 	DiskMaxUsedRatio float64
+	// DiskFullPolicy says whether a filling disk may delete unconsumed
+	// messages younger than Retention: by default (DiskFullReject) never;
+	// sends fail at DiskMaxUsedRatio instead. DiskFullDeleteOldest opts
+	// in to deleting the oldest segments above ForceCleanRatio, with a
+	// warning and a count in Stats.Retention.
+	DiskFullPolicy DiskFullPolicy
 	// FlowControlThreshold: while the append path or a FlushSync sync has
 	// been stuck longer than this, sends fail fast with ErrFlowControl.
 	// Default 1 s (RocketMQ's osPageCacheBusyTimeOutMills); negative
@@ -115,12 +131,17 @@ type Options struct {
 	MaxDispatchLag int64
 
 	// Retention: sealed CommitLog segments older than Retention (default
-	// 72 h) are deleted at DeleteHour (1-23, or 24 for midnight, in the
-	// clock's location; default 4), and at any time once the volume is fuller than
-	// CleanRatio (default 0.65); above ForceCleanRatio (default 0.70), or
-	// past MaxStoreBytes of CommitLog (default 0: no cap), the oldest go
-	// even if not expired. Negative Retention keeps everything (no
-	// retention at all).
+	// 72 h, RocketMQ's fileReservedTime) are deleted at DeleteHour (1-23,
+	// or 24 for midnight, in the clock's location; default 4, RocketMQ's
+	// deleteWhen), and at any time once the volume is fuller than
+	// CleanRatio (default 0.75, RocketMQ's diskMaxUsedSpaceRatio).
+	// Segments not yet expired are deleted only when asked: above
+	// ForceCleanRatio (default 0.85, RocketMQ's
+	// diskSpaceCleanForciblyRatio) with DiskFullPolicy
+	// DiskFullDeleteOldest, or past MaxStoreBytes of CommitLog (default
+	// 0: no cap); each such deletion warns and counts in
+	// Stats.Retention. Negative Retention keeps everything (no retention
+	// at all).
 	Retention       time.Duration
 	DeleteHour      int
 	CleanRatio      float64
@@ -147,13 +168,45 @@ type Options struct {
 	TxMaxChecks     int
 	TxParkAfterMax  bool
 
-	ConsumeQueueEntries int // entries per ConsumeQueue file; default 300,000
-	IndexSlots          int // hash slots per IndexFile; default 1<<20 (1<<14 in memory)
-	IndexEntries        int // entries per IndexFile; default 4,000,000 (1<<16 in memory)
+	// ConsumeQueueEntries is the number of 20-byte entries per
+	// ConsumeQueue file of a new queue; default 65,536
+	// (consumequeue.DefaultEntriesPerFile), 1.25 MiB per queue that holds
+	// a message (RocketMQ's mappedFileSizeConsumeQueue is 300,000
+	// entries, 5.7 MiB). With the default, an existing queue keeps the
+	// value it was created with; a nonzero value must match it.
+	ConsumeQueueEntries int
+	// IndexSlots and IndexEntries size each new IndexFile (the key
+	// index): hash slots of 4 bytes and entries of 20. Defaults
+	// DefaultIndexSlots and DefaultIndexEntries, a 5.3 MiB file (1<<14
+	// and 1<<16 in memory); RocketMQ's maxHashSlotNum and maxIndexNum are
+	// 5,000,000 and 20,000,000 (a 400 MiB file). Existing files keep
+	// their size.
+	IndexSlots   int
+	IndexEntries int
 
-	Clock  clock.Clock  // default clock.Real
-	Logger *slog.Logger // default discards
+	// FileMode is the permission of every file the store creates
+	// (segments, queues, index, checkpoint, config files); directories get
+	// the search bit where it grants read (0600 gives 0700, 0640 gives
+	// 0750). Default 0600, owner-only, as a store of messages may hold
+	// personal data; widen it to share the store with a group. The
+	// process umask still applies, and existing files keep their mode.
+	// The owner must keep read and write.
+	FileMode os.FileMode
+
+	Clock clock.Clock // default clock.Real
+	// Logger receives routine logs; nil discards them. Warnings about
+	// deleted data (DiskFullDeleteOldest, MaxStoreBytes) go to
+	// slog.Default when it is nil, so that no loss is silent.
+	Logger *slog.Logger
 }
+
+// Default sizes of a store's files, chosen so that a small store takes
+// well under 100 MB of disk (see Options.SegmentSize and IndexSlots).
+const (
+	DefaultSegmentSize  = 32 << 20
+	DefaultIndexSlots   = 1 << 16
+	DefaultIndexEntries = 1 << 18
+)
 
 const defaultMemSegment = 64 << 20
 
@@ -171,7 +224,7 @@ func (o *Options) withDefaults() (Options, error) {
 		problems = append(problems, fmt.Errorf("unknown Flush mode %d", int(c.Flush)))
 	}
 	if c.SegmentSize == 0 {
-		c.SegmentSize = commitlog.DefaultSegmentSize
+		c.SegmentSize = DefaultSegmentSize
 		if c.InMemory {
 			c.SegmentSize = defaultMemSegment
 		}
@@ -197,6 +250,12 @@ func (o *Options) withDefaults() (Options, error) {
 	if c.InMemory && c.IndexSlots == 0 && c.IndexEntries == 0 {
 		c.IndexSlots, c.IndexEntries = 1<<14, 1<<16
 	}
+	if c.IndexSlots == 0 {
+		c.IndexSlots = DefaultIndexSlots
+	}
+	if c.IndexEntries == 0 {
+		c.IndexEntries = DefaultIndexEntries
+	}
 	if c.InMemory && c.ConsumeQueueEntries == 0 {
 		c.ConsumeQueueEntries = 1 << 14
 	}
@@ -213,7 +272,10 @@ func (o *Options) withDefaults() (Options, error) {
 		}
 	}
 	if c.DiskMaxUsedRatio == 0 {
-		c.DiskMaxUsedRatio = 0.75
+		c.DiskMaxUsedRatio = DefaultDiskMaxUsedRatio
+	}
+	if c.DiskFullPolicy != DiskFullReject && c.DiskFullPolicy != DiskFullDeleteOldest {
+		problems = append(problems, fmt.Errorf("unknown DiskFullPolicy %d", int(c.DiskFullPolicy)))
 	}
 	if c.DiskMaxUsedRatio < 0 || c.DiskMaxUsedRatio > 1 {
 		problems = append(problems, fmt.Errorf("DiskMaxUsedRatio %g outside (0, 1]", c.DiskMaxUsedRatio))
@@ -262,6 +324,12 @@ func (o *Options) withDefaults() (Options, error) {
 	}
 	if c.CheckpointInterval == 0 {
 		c.CheckpointInterval = time.Second
+	}
+	if c.FileMode == 0 {
+		c.FileMode = vfs.DefaultFileMode
+	}
+	if c.FileMode&^os.ModePerm != 0 || c.FileMode&0o600 != 0o600 {
+		problems = append(problems, fmt.Errorf("FileMode %v: want permission bits only, with owner read and write", c.FileMode))
 	}
 	if c.Clock == nil {
 		c.Clock = clock.Real

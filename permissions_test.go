@@ -82,7 +82,8 @@ func TestPermissionErrors(t *testing.T) {
 	})
 	require.NoError(t, os.Chmod(base, 0o755)) // others may traverse it
 	store := filepath.Join(base, "store")
-	s, err := Open(store, &Options{SegmentSize: 16 << 10, ConsumeQueueEntries: 64})
+	// FileMode 0644: others may read it (the default is owner-only).
+	s, err := Open(store, &Options{SegmentSize: 16 << 10, ConsumeQueueEntries: 64, FileMode: 0o644})
 	require.NoError(t, err)
 	r, err := s.Put(context.Background(), &Message{Topic: "p", Body: []byte("readable")}, 0)
 	require.NoError(t, err)

@@ -8,14 +8,15 @@ import (
 	"github.com/mqlite/mqlite/internal/vfs"
 )
 
-// Retention defaults, as RocketMQ's (fileReservedTime 72 h, deleteWhen
-// "04", cleanResourceInterval 10 s, diskMaxUsedSpaceRatio and
-// diskSpaceCleanForciblyRatio scaled under the write limit).
+// Retention and disk-limit defaults, as RocketMQ's (fileReservedTime 72 h,
+// deleteWhen "04", cleanResourceInterval 10 s, diskMaxUsedSpaceRatio 75%,
+// diskSpaceCleanForciblyRatio 85%, diskSpaceWarningLevelRatio 90%).
 const (
 	DefaultRetention        = 72 * time.Hour
 	DefaultDeleteHour       = 4
-	DefaultCleanRatio       = 0.65
-	DefaultForceCleanRatio  = 0.70
+	DefaultCleanRatio       = 0.75
+	DefaultForceCleanRatio  = 0.85
+	DefaultDiskMaxUsedRatio = 0.90
 	retentionCheckInterval  = 10 * time.Second
 	maxSegmentsPerCleanTick = 10
 )
@@ -64,49 +65,18 @@ func (s *Store) CleanExpired() (RetentionReport, error) {
 func (s *Store) applyRetention(now bool) (RetentionReport, error) {
 	s.retMu.Lock()
 	defer s.retMu.Unlock()
-	clk := s.opts.Clock.Now()
 	if !now {
-		now = clk.Hour() == s.opts.DeleteHour
+		now = s.opts.Clock.Now().Hour() == s.opts.DeleteHour
 	}
 	ratio := s.diskRatio()
-	force := ratio > s.opts.ForceCleanRatio
+	// Only DiskFullDeleteOldest deletes unexpired segments for space.
+	force := s.opts.DiskFullPolicy == DiskFullDeleteOldest && ratio > s.opts.ForceCleanRatio
 	spaceShort := ratio > s.opts.CleanRatio
-	segs := s.log.Segments()
-	var total int64
-	for _, sg := range segs {
-		total += sg.Size
-	}
-	safe := s.disp.dispatched() // never delete what is not indexed yet
-	var rep RetentionReport
-	cut := int64(-1)
-	for i := 0; i+1 < len(segs) && rep.Segments < maxSegmentsPerCleanTick; i++ {
-		sg := segs[i]
-		end := sg.Start + sg.Size
-		if end > safe {
-			break
-		}
-		overCap := s.opts.MaxStoreBytes > 0 && total > s.opts.MaxStoreBytes
-		if !force && !overCap {
-			if segs[i+1].Start >= s.log.WrotePosition() {
-				break // the next segment holds no record yet (after a crash lost its first): no seal time
-			}
-			sealed, err := s.sealTime(segs[i+1].Start)
-			if err != nil {
-				return rep, err
-			}
-			expired := s.opts.Retention > 0 && clk.Sub(sealed) > s.opts.Retention
-			if !expired || !(now || spaceShort) {
-				break
-			}
-		}
-		cut = end
-		total -= sg.Size
-		rep.Segments++
-		rep.Bytes += sg.Size
-	}
+	cut, early, earlyBytes, rep, err := s.pickSegments(now, force, spaceShort)
+	pickedSegs, pickedBytes := rep.Segments, rep.Bytes
 	rep.NewMin = s.log.MinOffset()
-	if cut < 0 {
-		return rep, nil
+	if err != nil || cut < 0 {
+		return rep, err
 	}
 	// The queue entries of the records about to go must be durable first:
 	// after a power loss they are all that remembers those queue offsets
@@ -118,7 +88,6 @@ func (s *Store) applyRetention(now bool) (RetentionReport, error) {
 	}
 	// Queue minimums move first, so a reader never finds an entry whose
 	// record is gone without also finding the queue's new minimum.
-	var err error
 	if rep.QueueFile, err = s.disp.cq.DeleteBelowPhys(cut); err != nil {
 		return rep, err
 	}
@@ -127,6 +96,16 @@ func (s *Store) applyRetention(now bool) (RetentionReport, error) {
 		s.log.DropSpare() // the space is wanted (or capped): keep no spare file
 	}
 	rep.Segments, rep.Bytes, rep.NewMin = dr.Segments, dr.Bytes, dr.NewMin
+	if dr.Segments > 0 {
+		why := "MaxStoreBytes"
+		if force {
+			why = "DiskFullDeleteOldest: volume use above ForceCleanRatio"
+		}
+		// DeleteBefore removes the oldest first, and the picked
+		// segments are expired ones followed by early ones: whatever it
+		// removed past the expired ones was early.
+		s.earlyDeleted(max(dr.Segments-(pickedSegs-early), 0), max(dr.Bytes-(pickedBytes-earlyBytes), 0), dr.NewMin, why)
+	}
 	if err != nil {
 		return rep, err
 	}
@@ -136,6 +115,52 @@ func (s *Store) applyRetention(now bool) (RetentionReport, error) {
 	s.opts.Logger.Info("mqlite: retention", "segments", rep.Segments, "bytes", rep.Bytes, "min", rep.NewMin,
 		"queueFiles", rep.QueueFile, "indexFiles", rep.IndexFile, "forced", force)
 	return rep, nil
+}
+
+// pickSegments chooses the sealed segments to delete, oldest first, and
+// returns the CommitLog offset below which they lie (-1: none) and how
+// many of them (and bytes) are not expired yet.
+func (s *Store) pickSegments(now, force, spaceShort bool) (cut int64, early int, earlyBytes int64, rep RetentionReport, err error) {
+	clk := s.opts.Clock.Now()
+	segs := s.log.Segments()
+	var total int64
+	for _, sg := range segs {
+		total += sg.Size
+	}
+	safe := s.disp.dispatched() // never delete what is not indexed yet
+	cut = -1
+	for i := 0; i+1 < len(segs) && rep.Segments < maxSegmentsPerCleanTick; i++ {
+		sg := segs[i]
+		end := sg.Start + sg.Size
+		if end > safe {
+			break
+		}
+		overCap := s.opts.MaxStoreBytes > 0 && total > s.opts.MaxStoreBytes
+		expired := false
+		// The next segment holds no record yet (after a crash lost its
+		// first): no seal time, so not known to be expired.
+		if segs[i+1].Start < s.log.WrotePosition() {
+			sealed, err := s.sealTime(segs[i+1].Start)
+			switch {
+			case err == nil:
+				expired = s.opts.Retention > 0 && clk.Sub(sealed) > s.opts.Retention
+			case !force && !overCap:
+				return cut, early, earlyBytes, rep, err
+			} // forced or capped: an unreadable seal time counts as early
+		}
+		if !force && !overCap && (!expired || !(now || spaceShort)) {
+			break
+		}
+		if !expired {
+			early++
+			earlyBytes += sg.Size
+		}
+		cut = end
+		total -= sg.Size
+		rep.Segments++
+		rep.Bytes += sg.Size
+	}
+	return cut, early, earlyBytes, rep, nil
 }
 
 // sealTime is when the segment before the one starting at next was sealed:

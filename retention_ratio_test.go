@@ -12,13 +12,14 @@ import (
 )
 
 // S23, the cleaning ratios: with the volume fuller than CleanRatio only
-// expired segments may go (none are); above ForceCleanRatio the oldest go
+// expired segments may go (none are); above ForceCleanRatio, with
+// DiskFullDeleteOldest, the oldest go
 // although unexpired, outside the deletion hour, and a consumer behind
 // the new minimum goes on from it and counts the skip.
 func TestRetentionForcedAboveRatio(t *testing.T) {
 	clk := clock.NewFake(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
 	mem := vfs.NewMem()
-	s, err := openFS(mem, "/force", &Options{Clock: clk, Flush: FlushSync, SegmentSize: 64 << 10, NoWarm: true, DiskMaxUsedRatio: 1,
+	s, err := openFS(mem, "/force", &Options{Clock: clk, Flush: FlushSync, SegmentSize: 64 << 10, NoWarm: true, DiskMaxUsedRatio: 1, DiskFullPolicy: DiskFullDeleteOldest,
 		ConsumeQueueEntries: 64, IndexSlots: 64, IndexEntries: 256})
 	require.NoError(t, err)
 	defer s.Close()
@@ -41,7 +42,7 @@ func TestRetentionForcedAboveRatio(t *testing.T) {
 	require.NoError(t, pc.Close())
 	// ~37 segments, all fresh: enough that the next one, which the
 	// allocator may prepare after used is read, cannot lift the ratio
-	// from 0.67 past ForceCleanRatio (with ~10 it did, now and then). The
+	// from 0.8 past ForceCleanRatio (with ~10 it did, now and then). The
 	// clock stays put, so that the store's own retention pass (every 10 s
 	// of it) cannot run between the test's steps.
 	for range 2400 {
@@ -51,12 +52,12 @@ func TestRetentionForcedAboveRatio(t *testing.T) {
 	require.NoError(t, s.WaitVisible(context.Background()))
 	used, _, _ := mem.Usage("/")
 
-	mem.SetCapacity(uint64(float64(used) / 0.67)) // between the ratios
+	mem.SetCapacity(uint64(float64(used) / 0.8)) // between the ratios
 	rep, err := s.applyRetention(false)
 	require.NoError(t, err)
 	require.Zero(t, rep.Segments, "above CleanRatio only expired segments go")
 
-	mem.SetCapacity(uint64(float64(used) / 0.8)) // above ForceCleanRatio
+	mem.SetCapacity(uint64(float64(used) / 0.92)) // above ForceCleanRatio
 	rep, err = s.applyRetention(false)
 	require.NoError(t, err)
 	require.Positive(t, rep.Segments, "forced above ForceCleanRatio")

@@ -29,6 +29,8 @@ type Stats struct {
 	// Throughput has message rates, flush latencies and whether sends are
 	// refused.
 	Throughput ThroughputStats
+	// Retention counts what retention deleted before its retention age.
+	Retention RetentionStats
 }
 
 // CommitLogStats are the CommitLog's positions, as global byte offsets.
@@ -102,6 +104,7 @@ func (s *Store) Stats() (Stats, error) {
 		FlushedPosition: s.log.FlushedPosition(), DispatchedPosition: dispatched,
 		DispatchLag: max(wrote-dispatched, 0)}
 	st.Throughput = s.metrics.snapshot(s)
+	st.Retention = RetentionStats{EarlySegments: s.early.segments.Load(), EarlyBytes: s.early.bytes.Load()}
 
 	byTopic := map[string][]consumequeue.QueueID{}
 	for _, id := range s.disp.cq.Queues() {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -54,6 +55,8 @@ type Store struct {
 	consumers   *consumer.Manager
 	guard       guard
 	metrics     metrics
+	lossLog     *slog.Logger                           // warnings about deleted data: Options.Logger or slog.Default
+	early       struct{ segments, bytes atomic.Int64 } // RetentionStats
 
 	// builtDirs are the index directories (ConsumeQueue, IndexFile) this
 	// Open created: a failed Open removes them, or the next Open would
@@ -120,6 +123,8 @@ type RecoveryReport struct {
 // process, fails with ErrLocked. With Options.ReadOnly it opens an
 // existing store for reading only, beside the process that owns it or
 // while none does: no lock, no change to any file (see Options.ReadOnly).
+// An empty dir is ErrInvalidArgument (it never means the current
+// directory), also in memory.
 func Open(dir string, opts *Options) (*Store, error) {
 	var fs vfs.FS = vfs.OS
 	if opts != nil && opts.InMemory {
@@ -136,6 +141,9 @@ func openFS(fs vfs.FS, dir string, opts *Options) (*Store, error) {
 // openStore is openFS; rebuild deletes the ConsumeQueue and the IndexFile
 // once the CommitLog is recovered (RebuildIndexes).
 func openStore(fs vfs.FS, dir string, opts *Options, rebuild bool) (*Store, error) {
+	if dir == "" {
+		return nil, fmt.Errorf("mqlite: open: empty directory name (use \".\" for the current directory): %w", errs.ErrInvalidArgument)
+	}
 	o, err := opts.withDefaults()
 	if err != nil {
 		return nil, err
@@ -143,7 +151,8 @@ func openStore(fs vfs.FS, dir string, opts *Options, rebuild bool) (*Store, erro
 	if o.ReadOnly {
 		return openReadOnly(fs, dir, o, opts != nil && opts.SegmentSize != 0)
 	}
-	s := &Store{opts: o, dir: filepath.Clean(dir), fs: fs, queues: map[string]*topicNext{},
+	fs = vfs.WithModes(fs, o.FileMode)
+	s := &Store{opts: o, dir: filepath.Clean(dir), fs: fs, queues: map[string]*topicNext{}, lossLog: lossLogger(opts),
 		uniqPrefix: rand.Uint32(), cpQuit: make(chan struct{}), cpDone: make(chan struct{})}
 	putHex(s.uniqHex[:], uint64(s.uniqPrefix))
 	s.resyncWall()
@@ -172,7 +181,7 @@ func openStore(fs vfs.FS, dir string, opts *Options, rebuild bool) (*Store, erro
 func (s *Store) path(name string) string { return filepath.Join(s.dir, name) }
 
 func (s *Store) open() error {
-	if err := s.fs.MkdirAll(s.dir, 0o755); err != nil {
+	if err := s.fs.MkdirAll(s.dir, 0o700); err != nil {
 		return fmt.Errorf("mqlite: create %s: %w (%w)", s.dir, errs.ErrIO, err)
 	}
 	lk, err := s.fs.Lock(s.path(lockName))
@@ -249,7 +258,7 @@ func (s *Store) open() error {
 // markOpen creates the abort marker durably: until Close removes it, a
 // reopen knows the store did not shut down cleanly.
 func (s *Store) markOpen() error {
-	f, err := s.fs.OpenFile(s.path(abortName), os.O_CREATE|os.O_RDWR, 0o644)
+	f, err := s.fs.OpenFile(s.path(abortName), os.O_CREATE|os.O_RDWR, 0o600)
 	if err == nil {
 		err = f.Close()
 	}

@@ -99,7 +99,7 @@ func newTimers(s *Store) (*timers, error) {
 		}
 	}
 	t.enqueued.Store(st.Enqueued)
-	if err := s.fs.MkdirAll(t.dir, 0o755); err != nil {
+	if err := s.fs.MkdirAll(t.dir, 0o700); err != nil {
 		return nil, fmt.Errorf("mqlite: create %s: %w (%w)", t.dir, errs.ErrIO, err)
 	}
 	names, err := s.fs.ReadDir(t.dir)
@@ -307,7 +307,7 @@ func (t *timers) bucketPath(b int64) string {
 // appendBucket appends entries to bucket b's file and syncs it.
 func (t *timers) appendBucket(b int64, data []byte) error {
 	path := t.bucketPath(b)
-	f, err := t.s.fs.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	f, err := t.s.fs.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return fmt.Errorf("mqlite: open %s: %w (%w)", path, errs.ErrIO, err)
 	}

@@ -35,7 +35,7 @@ type Config struct {
 	RowLimit  time.Duration
 	Latency   []LatencySpec
 
-	SegmentSize   int64 // mqlite CommitLog segment size; 0 = mqlite's default (1 GiB)
+	SegmentSize   int64 // mqlite CommitLog segment size; 0 = 1 GiB (benchSegmentSize)
 	RecoveryBytes int64 // CommitLog written before the kill; 0 skips recovery
 	Lookups       int
 

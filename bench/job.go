@@ -45,7 +45,7 @@ type Job struct {
 	Batch     int           `json:",omitempty"` // messages per send call
 	Rate      int           `json:",omitempty"` // latency: messages per second
 	Limit     time.Duration `json:",omitempty"` // produce: time cap; latency: duration
-	// SegmentSize is mqlite's CommitLog segment size (0: its default).
+	// SegmentSize is mqlite's CommitLog segment size (0: 1 GiB, benchSegmentSize).
 	SegmentSize int64 `json:",omitempty"`
 
 	RecoveryBytes int64 `json:",omitempty"` // CommitLog bytes written before the kill

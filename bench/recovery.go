@@ -44,7 +44,7 @@ type RecoveryResult struct {
 func recoveryKey(i int64) string { return "k-" + strconv.FormatInt(i, 10) }
 
 func recoveryOptions(j Job) *mqlite.Options {
-	return &mqlite.Options{Flush: mqlite.FlushAsync, SegmentSize: j.SegmentSize}
+	return mqliteOptions(mqlite.FlushAsync, j.SegmentSize)
 }
 
 // runRecoveryWrite writes until killed (it never returns on success).

@@ -263,7 +263,7 @@ func Open(opts Options) (*Log, error) {
 	}
 	l.ret.done.L = &l.ret.Mutex
 	l.snap.Store(&snapshot{})
-	if err := opts.FS.MkdirAll(opts.Dir, 0o755); err != nil {
+	if err := opts.FS.MkdirAll(opts.Dir, 0o700); err != nil {
 		return nil, diskErr("mkdir", opts.Dir, err)
 	}
 	if err := l.recover(); err != nil {

@@ -59,7 +59,7 @@ func (l *Log) openSegment(start int64, create bool) (*segment, error) {
 	if create {
 		flag |= os.O_CREATE
 	}
-	f, err := l.opts.FS.OpenFile(path, flag, 0o644)
+	f, err := l.opts.FS.OpenFile(path, flag, 0o600)
 	if err != nil {
 		return nil, diskErr("open", path, err)
 	}

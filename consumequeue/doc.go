@@ -18,7 +18,7 @@
 //
 //	{root}/{topic}/{queueId}/meta                  format header
 //	{root}/{topic}/{queueId}/00000000000000000000  entries [0, N)
-//	{root}/{topic}/{queueId}/00000000000006000000  entries [N, 2N) (N = 300,000)
+//	{root}/{topic}/{queueId}/00000000000001310720  entries [N, 2N) (N = EntriesPerFile: 65,536 here)
 //
 // Topic names are 1 to 255 characters from [A-Za-z0-9_%|-]; queue ids are
 // canonical decimal numbers. Data files are named by the 20-digit

@@ -8,13 +8,17 @@ import (
 	"strconv"
 )
 
+// DefaultEntriesPerFile is the number of entries per data file of a new
+// queue when Options.EntriesPerFile is 0: 65,536, 1,310,720-byte files,
+// so that a store of many small queues stays small. (RocketMQ's is
+// 300,000, 6,000,000-byte files.) It is not a format constant: each
+// queue's meta file records its own.
+const DefaultEntriesPerFile = 1 << 16
+
 // Format constants. They are frozen: changing one is a new FormatVersion.
 const (
 	// EntrySize is the size of one entry in bytes.
 	EntrySize = 20
-	// DefaultEntriesPerFile is the default number of entries per data file
-	// (RocketMQ's 300,000, i.e. 6,000,000-byte files).
-	DefaultEntriesPerFile = 300_000
 	// MaxEntriesPerFile bounds EntriesPerFile (1,000,000,000-byte files).
 	MaxEntriesPerFile = 50_000_000
 	// FormatVersion is the version written to, and required of, the meta

@@ -16,10 +16,14 @@ type Options struct {
 	// Dir is the queue directory (Open) or the root holding
 	// {topic}/{queueId} directories (OpenStore). Required.
 	Dir string
-	// EntriesPerFile is the number of 20-byte entries per data file;
-	// 0 means DefaultEntriesPerFile. It is frozen per queue: a directory
-	// written with another value is refused with ErrIncompatible.
+	// EntriesPerFile is the number of 20-byte entries per data file. It
+	// is frozen per queue: a directory written with another value is
+	// refused with ErrIncompatible. 0 means the value recorded in an
+	// existing queue's meta file, and DefaultEntriesPerFile for a new
+	// queue.
 	EntriesPerFile int
+	// adopt is set by withDefaults when EntriesPerFile was 0.
+	adopt bool
 	// Logger receives recovery warnings; nil discards.
 	Logger *slog.Logger
 	// ReadOnly opens queues for reading only, beside the process that
@@ -53,7 +57,7 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	switch {
 	case o.EntriesPerFile == 0:
-		o.EntriesPerFile = DefaultEntriesPerFile
+		o.EntriesPerFile, o.adopt = DefaultEntriesPerFile, true
 	case o.EntriesPerFile < 0 || o.EntriesPerFile > MaxEntriesPerFile:
 		bad("EntriesPerFile %d outside [1, %d]", o.EntriesPerFile, MaxEntriesPerFile)
 	}

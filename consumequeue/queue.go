@@ -97,7 +97,8 @@ func (s *segment) markDirty(lo, hi int) {
 // if missing, and recovers it (see the package documentation). Damaged data
 // files are repaired by dropping everything from the first invalid entry on;
 // a damaged meta file, or data files without one, is a *CorruptError, and a
-// meta file of another version or EntriesPerFile is ErrIncompatible.
+// meta file of another version, or of another EntriesPerFile than a
+// nonzero opts.EntriesPerFile, is ErrIncompatible.
 func Open(opts Options) (*Queue, error) {
 	o, err := opts.withDefaults()
 	if err != nil {
@@ -108,10 +109,14 @@ func Open(opts Options) (*Queue, error) {
 		return openReadOnly(q)
 	}
 	existed := vfs.Exists(q.fs, q.dir)
-	if err := q.fs.MkdirAll(q.dir, 0o755); err != nil {
+	if err := q.fs.MkdirAll(q.dir, 0o700); err != nil {
 		return nil, fmt.Errorf("mqlite/consumequeue: open %s: %w", q.dir, errs.Disk(err))
 	}
-	hadMeta, err := q.loadMeta(o.EntriesPerFile)
+	perFile := o.EntriesPerFile
+	if o.adopt {
+		perFile = 0 // an existing queue keeps its own
+	}
+	hadMeta, err := q.loadMeta(perFile)
 	if err != nil {
 		return nil, err
 	}
@@ -156,7 +161,7 @@ func (q *Queue) isLazy() bool {
 
 // materializeLocked creates the directory and meta file of a lazy queue.
 func (q *Queue) materializeLocked() error {
-	if err := q.fs.MkdirAll(q.dir, 0o755); err != nil {
+	if err := q.fs.MkdirAll(q.dir, 0o700); err != nil {
 		return fmt.Errorf("mqlite/consumequeue: create %s: %w", q.dir, errs.Disk(err))
 	}
 	if err := vfs.WriteFileAtomic(q.fs, q.dir, metaName, encodeMeta(int(q.perFile))); err != nil {
@@ -481,7 +486,7 @@ func (q *Queue) createLocked(start int64) (*segment, error) {
 		}
 	}
 	path := filepath.Join(q.dir, fileName(start*EntrySize))
-	f, err := q.fs.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	f, err := q.fs.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("mqlite/consumequeue: create %s: %w", path, errs.Disk(err))
 	}

@@ -330,7 +330,7 @@ func TestOptionsValidation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	equal(t, "String", o.String(), `consumequeue.Options{FS: vfs.OS, Dir: "/x", EntriesPerFile: 300000, ReadOnly: false}`)
+	equal(t, "String", o.String(), `consumequeue.Options{FS: vfs.OS, Dir: "/x", EntriesPerFile: 65536, ReadOnly: false}`)
 }
 
 func TestEntryCodec(t *testing.T) {

@@ -28,11 +28,17 @@ type dataFile struct {
 // loadMeta checks the meta file, or writes it for a new queue; found says
 // there was one.
 func (q *Queue) loadMeta(perFile int) (found bool, err error) {
-	found, _, err = q.checkMeta(perFile)
-	if err != nil || found {
+	found, filePerFile, err := q.checkMeta(perFile)
+	if err != nil {
 		return found, err
 	}
-	if err := vfs.WriteFileAtomic(q.fs, q.dir, metaName, encodeMeta(perFile)); err != nil {
+	if found {
+		if perFile == 0 { // adopt the queue's own
+			q.perFile, q.fileSize = int64(filePerFile), filePerFile*EntrySize
+		}
+		return true, nil
+	}
+	if err := vfs.WriteFileAtomic(q.fs, q.dir, metaName, encodeMeta(int(q.perFile))); err != nil {
 		return false, fmt.Errorf("mqlite/consumequeue: write %s: %w", filepath.Join(q.dir, metaName), errs.Disk(err))
 	}
 	return false, nil

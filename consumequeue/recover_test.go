@@ -194,6 +194,11 @@ func TestMetaChecks(t *testing.T) {
 		// Another entries-per-file.
 		_, err := Open(Options{FS: e.fs, Dir: e.dir, EntriesPerFile: 32})
 		wantErr(t, err, ErrIncompatible, ErrInvalidArgument)
+		// EntriesPerFile 0 adopts the queue's own, not the default.
+		q = mustOpen(t, Options{FS: e.fs, Dir: e.dir})
+		equal(t, "adopted entries per file", q.perFile, int64(testPerFile))
+		equal(t, "entries kept", q.MaxOffset(), int64(5))
+		closeQ(t, q)
 
 		// Another version, with a valid CRC.
 		bad := append([]byte(nil), good...)

@@ -50,7 +50,7 @@ func OpenStore(opts Options) (*Store, error) {
 	s := &Store{opts: o}
 	s.mu.queues = map[QueueID]*Queue{}
 	if !o.ReadOnly {
-		if err := o.FS.MkdirAll(o.Dir, 0o755); err != nil {
+		if err := o.FS.MkdirAll(o.Dir, 0o700); err != nil {
 			return nil, fmt.Errorf("mqlite/consumequeue: open store %s: %w", o.Dir, errs.Disk(err))
 		}
 	}

@@ -74,7 +74,7 @@ func NewManager(st Store, o ManagerOptions) (*Manager, error) {
 		close(mg.done) // no loop: nothing to persist or rebalance
 		return mg, nil
 	}
-	if err := o.FS.MkdirAll(o.Dir, 0o755); err != nil {
+	if err := o.FS.MkdirAll(o.Dir, 0o700); err != nil {
 		return nil, fmt.Errorf("mqlite/consumer: config dir %s: %w", o.Dir, errs.Disk(err))
 	}
 	if err := mg.load(); err != nil {

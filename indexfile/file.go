@@ -92,7 +92,7 @@ func aligned(b []byte) bool { return uintptr(unsafe.Pointer(unsafe.SliceData(b))
 func createFile(fsys vfs.FS, dir string, phys, t int64, slots, entries int, log *slog.Logger) (_ *file, fatal bool, err error) {
 	path := filepath.Join(dir, fileName(phys))
 	size := FileSize(slots, entries)
-	fh, err := fsys.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	fh, err := fsys.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
 		return nil, false, fmt.Errorf("mqlite/indexfile: create %s: %w", path, errs.Disk(err))
 	}

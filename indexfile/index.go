@@ -54,7 +54,7 @@ func Open(opts Options) (*Index, error) {
 		return openReadOnly(o)
 	}
 	x := &Index{opts: o, log: o.Logger}
-	if err := o.FS.MkdirAll(o.Dir, 0o755); err != nil {
+	if err := o.FS.MkdirAll(o.Dir, 0o700); err != nil {
 		return nil, fmt.Errorf("mqlite/indexfile: create %s: %w", o.Dir, errs.Disk(err))
 	}
 	names, err := o.FS.ReadDir(o.Dir)

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -36,9 +35,10 @@ func (e *env) options() (*mqlite.Options, error) {
 		// Accept every record that fits in a segment: with a smaller limit
 		// than the store was written with, recovery would take a large
 		// record for a torn tail.
-		MaxMessageSize:      int(min(seg, 1<<30)),
-		NoWarm:              true, // the tool writes nothing: no need to pre-touch a new segment
-		ConsumeQueueEntries: cqEntriesPerFile(filepath.Join(e.dir, "consumequeue")),
+		MaxMessageSize: int(min(seg, 1<<30)),
+		NoWarm:         true, // the tool writes nothing: no need to pre-touch a new segment
+		// ConsumeQueueEntries stays 0: each queue keeps the entries per
+		// file its meta file records.
 	}
 	return o, nil
 }
@@ -75,24 +75,6 @@ func segmentSize(logDir string) (int64, error) {
 		return 0, fmt.Errorf("cannot infer the segment size from the empty segment %s: pass -segment-size", fi.Name())
 	}
 	return fi.Size(), nil
-}
-
-// cqEntriesPerFile reads the entries per file from the first ConsumeQueue
-// meta file found ({root}/{topic}/{queue}/meta: magic "MQCQ", version,
-// entries per file); 0 (the default) when there is none. Open checks the
-// meta files fully.
-func cqEntriesPerFile(root string) int {
-	topics, _ := os.ReadDir(root)
-	for _, t := range topics {
-		queues, _ := os.ReadDir(filepath.Join(root, t.Name()))
-		for _, q := range queues {
-			b, err := os.ReadFile(filepath.Join(root, t.Name(), q.Name(), "meta"))
-			if err == nil && len(b) >= 12 && string(b[:4]) == "MQCQ" {
-				return int(binary.LittleEndian.Uint32(b[8:12]))
-			}
-		}
-	}
-	return 0
 }
 
 // open opens the store: read-only with -readonly, else writable (which

@@ -95,7 +95,7 @@ func Write(fs vfs.FS, dir, name string, magic, version uint32, v any) error {
 	if err != nil {
 		return err
 	}
-	if err := fs.MkdirAll(dir, 0o755); err != nil {
+	if err := fs.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("mqlite: create %s: %w (%w)", dir, errs.ErrIO, err)
 	}
 	if err := vfs.WriteFileAtomic(fs, dir, name, b); err != nil {

@@ -140,7 +140,7 @@ type Pager interface {
 // it, renames it over name and syncs the directory.
 func WriteFileAtomic(fs FS, dir, name string, data []byte) error {
 	tmp := join(dir, name+".tmp")
-	f, err := fs.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	f, err := fs.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
 		return err
 	}

@@ -12,6 +12,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// osUnmapsFirst: a mapped file can be removed, renamed and truncated.
+const osUnmapsFirst = false
+
 // rename is rename(2), atomic over an existing newname.
 func rename(oldname, newname string) error { return os.Rename(oldname, newname) }
 

@@ -15,6 +15,9 @@ import (
 // Mappings are made here, not by mmap-go, because a view must flush
 // through a file handle of its own after the file is closed.
 
+// osUnmapsFirst: a mapped file cannot be removed, renamed or truncated.
+const osUnmapsFirst = true
+
 // rename is MoveFileEx with MOVEFILE_REPLACE_EXISTING (atomic over an
 // existing newname on NTFS, as os.Rename does) and MOVEFILE_WRITE_THROUGH
 // (it returns once the move is on disk).

@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sync"
-	"syscall"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -229,7 +228,7 @@ func TestConsumerSurvivesKill9(t *testing.T) {
 
 	cmd := exec.Command(os.Args[0], "-test.run=^TestConsumeCrashChild$", "-test.count=1")
 	cmd.Env = append(os.Environ(), consumeChildEnv+"="+dir)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = childProcAttr()
 	out, err := cmd.StdoutPipe()
 	require.NoError(t, err)
 	require.NoError(t, cmd.Start())
@@ -386,7 +385,7 @@ func TestRetriesSurviveKill9(t *testing.T) {
 	before, after := map[attempt]int{}, map[attempt]int{}
 	cmd := exec.Command(os.Args[0], "-test.run=^TestRetryCrashChild$", "-test.count=1")
 	cmd.Env = append(os.Environ(), retryChildEnv+"="+dir)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = childProcAttr()
 	out, err := cmd.StdoutPipe()
 	require.NoError(t, err)
 	require.NoError(t, cmd.Start())

@@ -5,7 +5,6 @@ import (
 	rtm "runtime/metrics"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 )
 
@@ -24,10 +23,9 @@ type kernelCost struct {
 }
 
 func startKernelCost() kernelCost {
-	var ru syscall.Rusage
-	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	user, sys := cpuTimes()
 	g, c := gcCost()
-	return kernelCost{syscall.TimevalToNsec(ru.Utime), syscall.TimevalToNsec(ru.Stime), shootdowns(), g, c}
+	return kernelCost{user, sys, shootdowns(), g, c}
 }
 
 // report adds user-ns/op, sys-ns/op, gc-ns/op (the collector's CPU),

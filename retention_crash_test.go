@@ -21,15 +21,6 @@ func retentionOptions() *Options {
 		Retention: time.Nanosecond, DeleteHour: farHour(), CleanRatio: 1, ForceCleanRatio: 1}
 }
 
-// farHour is a deletion hour twelve hours away, so the background pass
-// never deletes on its own during a test.
-func farHour() int {
-	if h := (time.Now().Hour() + 12) % 24; h != 0 {
-		return h
-	}
-	return 24
-}
-
 // TestChildRetention sends to two queues, deletes expired segments in a
 // loop (everything sealed is expired) printing "min log q0 q1 deleted"
 // after each pass, and reads the oldest messages all the while, until it is killed.

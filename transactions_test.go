@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -216,7 +215,7 @@ func TestTransactionSurvivesKill9(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "store")
 	cmd := exec.Command(os.Args[0], "-test.run=^TestTxCrashChild$", "-test.count=1")
 	cmd.Env = append(os.Environ(), txChildEnv+"="+dir)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = childProcAttr()
 	out, err := cmd.StdoutPipe()
 	require.NoError(t, err)
 	require.NoError(t, cmd.Start())

@@ -91,6 +91,12 @@
 //     leave such a snapshot unmaps it; Close waits for readers and unmaps
 //     what is left.
 //
+// Where a mapped file cannot be removed or renamed (Windows;
+// vfs.MustUnmapFirst), the steps run 2, 3, 1: the segment is retired, and
+// its file goes (then the directory sync) once it is unmapped; while a
+// reader holds it, DeleteBefore goes no further, so files still go oldest
+// first (unmapfirst.go).
+//
 // DeleteBefore never takes the append lock, and the segment-list lock only
 // for bookkeeping: removing, syncing and unmapping run outside every lock
 // Append takes, so a cleanup delays sends only through the CPU and kernel

@@ -181,6 +181,13 @@ type Log struct {
 	spareMu sync.Mutex
 	spare   spareState // dropped segments kept for recycling (recycle.go)
 
+	// unmapFirst: the FS cannot remove or rename a mapped file (Windows,
+	// vfs.StrictMapFS), so DeleteBefore retires a segment first and drops
+	// its file once unmapped (unmapfirst.go). dropping counts those whose
+	// file is still to go.
+	unmapFirst bool
+	dropping   atomic.Int64
+
 	// ret tracks what readers may still hold. It is held only for
 	// bookkeeping, never across a syscall: unmapping happens outside.
 	ret struct {
@@ -255,6 +262,7 @@ func Open(opts Options) (*Log, error) {
 	}
 	l := &Log{
 		opts:       opts,
+		unmapFirst: vfs.MustUnmapFirst(opts.FS),
 		allocReq:   make(chan int64, 1),
 		allocReady: make(chan prepared, 1),
 		warmKick:   make(chan struct{}, 1),

@@ -38,6 +38,11 @@ type fsCase struct {
 var fsCases = []fsCase{
 	{"mem", func(t *testing.T) (vfs.FS, string) { return vfs.NewMem(), "/store/commitlog" }},
 	{"os", func(t *testing.T) (vfs.FS, string) { return vfs.OS, filepath.Join(t.TempDir(), "commitlog") }},
+	// The OS under Windows' rule: no remove, rename or truncate of a
+	// mapped file.
+	{"strict", func(t *testing.T) (vfs.FS, string) {
+		return vfs.NewStrictMapFS(vfs.OS), filepath.Join(t.TempDir(), "commitlog")
+	}},
 }
 
 func openLog(t *testing.T, fs vfs.FS, dir string, seg int64) *Log {

@@ -152,7 +152,13 @@ func (l *Log) recycle(path string) bool {
 		l.removeSpare(spare)
 		return false
 	}
-	defer lk.Close()
+	if l.unmapFirst {
+		// Windows cannot rename a file a handle holds open. No reader can
+		// reach the file by name now (it is a spare): let go at once.
+		lk.Close()
+	} else {
+		defer lk.Close()
+	}
 	if err := l.opts.FS.Rename(spare, path); err != nil {
 		l.opts.Logger.Warn("mqlite/commitlog: recycle spare segment", "path", spare, "err", err)
 		l.removeSpare(spare)

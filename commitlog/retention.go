@@ -138,6 +138,11 @@ func (l *Log) release(free []*segment) error {
 		if rerr := s.release(); err == nil && rerr != nil {
 			err = fmt.Errorf("mqlite/commitlog: unmap %s: %w (%w)", s.path, errs.ErrIO, rerr)
 		}
+		if s.dropOnRelease {
+			if derr := l.dropReleased(s); err == nil {
+				err = derr
+			}
+		}
 		if s.spare != "" {
 			l.spareReleased(s.spare)
 		}
@@ -235,6 +240,12 @@ func (l *Log) DeleteBefore(offset int64) (DeleteReport, error) {
 			return rep, nil
 		}
 		s := segs[0]
+		if l.unmapFirst {
+			if done, err := l.deleteUnmapFirst(s, segs[1].start, &rep); err != nil || !done {
+				return rep, err
+			}
+			continue
+		}
 		if err := l.dropFile(s); err != nil {
 			return rep, err
 		}

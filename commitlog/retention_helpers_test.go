@@ -73,6 +73,9 @@ func newMapCountFS(inner vfs.FS) *mapCountFS {
 	return &mapCountFS{FS: inner, live: map[string]int{}, pages: map[string][]string{}}
 }
 
+// UnmapsFirst is the wrapped file system's (vfs.MustUnmapFirst).
+func (c *mapCountFS) UnmapsFirst() bool { return vfs.MustUnmapFirst(c.FS) }
+
 // paging returns the vfs.Pager calls so far per file, and forgets them.
 func (c *mapCountFS) paging() map[string][]string {
 	c.mu.Lock()

@@ -218,6 +218,14 @@ func TestDeleteBeforeConcurrentReaders(t *testing.T) {
 				wg.Go(func() { reader(uint64(g), g%2 == 1) })
 			}
 			wg.Wait()
+			if fc.name == "strict" {
+				// Unmap first: DeleteBefore stopped at each segment a
+				// reader held until the reader left; with none left, it
+				// catches up.
+				rep, err := l.DeleteBefore(max(0, l.WrotePosition()-2*seg))
+				require.NoError(t, err)
+				deleted.Add(int64(rep.Segments))
+			}
 			require.Nil(t, l.Fenced())
 			t.Logf("deleted %d segments; reads: %d good, %d removed", deleted.Load(), goodReads.Load(), removedReads.Load())
 			require.Greater(t, deleted.Load(), int64(20))
@@ -235,6 +243,9 @@ func TestReaderPinsRemovedSegment(t *testing.T) {
 	for _, fc := range fsCases {
 		for _, closeToo := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/close=%v", fc.name, closeToo), func(t *testing.T) {
+				if fc.name == "strict" {
+					t.Skip("the Linux order (remove, then unmap); TestUnmapFirstDeleteWaitsForReader covers the unmap-first one")
+				}
 				inner, dir := fc.fs(t)
 				fs := newMapCountFS(inner)
 				l := openCountedLog(t, fs, dir, MinSegmentSize)

@@ -22,6 +22,9 @@ type segment struct {
 	m     vfs.Mapping
 	buf   []byte
 	spare string // where DeleteBefore renamed the file to be recycled; "" if removed
+	// dropOnRelease: DeleteBefore retired the segment with its file still
+	// there, to be removed or renamed once unmapped (unmapfirst.go).
+	dropOnRelease bool
 	// lock is a read-only log's shared lock on the file, held while it is
 	// mapped, so that the owner does not recycle it (recycle.go); or nil.
 	lock io.Closer

@@ -154,7 +154,9 @@
 //     occupy disk space) until every reader that pinned a snapshot holding
 //     them is done. New readers only pin the current snapshot, so this takes
 //     one short read at most; it is checked whenever a snapshot is published
-//     and by Flush and Close.
+//     and by Flush and Close. Where a mapped file cannot be removed
+//     (Windows; vfs.MustUnmapFirst) the order is reversed: the file is
+//     removed once unmapped, and until then stays on disk.
 //   - Entries are durable only after Flush. A failed sync fences the queue:
 //     writes return ErrFenced until it is reopened, and Close does not flush.
 //   - One writer per queue: Append is serialised by a mutex, but entries

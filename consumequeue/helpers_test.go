@@ -29,13 +29,17 @@ func (e env) file(start int64) string {
 	return filepath.Join(e.dir, fileName(start*EntrySize))
 }
 
-// modes runs fn against the in-memory FS and the real OS.
+// modes runs fn against the in-memory FS, the real OS, and the OS under
+// Windows' rule (no remove, rename or truncate of a mapped file).
 func modes(t *testing.T, fn func(t *testing.T, e env)) {
 	t.Run("mem", func(t *testing.T) {
 		fn(t, env{fs: vfs.NewMem(), dir: "/cq/TopicA/0"})
 	})
 	t.Run("os", func(t *testing.T) {
 		fn(t, env{fs: vfs.OS, dir: filepath.Join(t.TempDir(), "TopicA", "0")})
+	})
+	t.Run("strict", func(t *testing.T) { // the OS under Windows' rule (vfs.StrictMapFS)
+		fn(t, env{fs: vfs.NewStrictMapFS(vfs.OS), dir: filepath.Join(t.TempDir(), "TopicA", "0")})
 	})
 }
 

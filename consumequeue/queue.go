@@ -23,11 +23,15 @@ import (
 //
 // Lock order: maint, then mu. Readers take neither.
 type Queue struct {
-	fs       vfs.FS
-	dir      string
-	perFile  int64 // entries per file
-	fileSize int   // perFile * EntrySize
-	log      *slog.Logger
+	fs vfs.FS
+	// unmapFirst: fs cannot remove a mapped file (Windows,
+	// vfs.StrictMapFS), so a dropped file is removed once its segment is
+	// unmapped (removeOnRelease).
+	unmapFirst bool
+	dir        string
+	perFile    int64 // entries per file
+	fileSize   int   // perFile * EntrySize
+	log        *slog.Logger
 
 	// Published state, read without locks. Writers store entry bytes, then
 	// the snapshot, then min, then max. Readers pin the snapshot first, then
@@ -78,6 +82,9 @@ type segment struct {
 	b     []byte // the mapping, len == fileSize
 
 	dirtyLo, dirtyHi int // unsynced byte range; guarded by Queue.mu
+	// removeOnRelease: retired with its file still there, to be removed
+	// once unmapped (Queue.unmapFirst).
+	removeOnRelease bool
 }
 
 type dirtyRange struct {
@@ -134,12 +141,13 @@ func Open(opts Options) (*Queue, error) {
 
 func newQueue(o Options) *Queue {
 	q := &Queue{
-		fs:       o.FS,
-		dir:      o.Dir,
-		perFile:  int64(o.EntriesPerFile),
-		fileSize: o.EntriesPerFile * EntrySize,
-		log:      o.Logger.With("queue", o.Dir),
-		readOnly: o.ReadOnly,
+		fs:         o.FS,
+		unmapFirst: vfs.MustUnmapFirst(o.FS),
+		dir:        o.Dir,
+		perFile:    int64(o.EntriesPerFile),
+		fileSize:   o.EntriesPerFile * EntrySize,
+		log:        o.Logger.With("queue", o.Dir),
+		readOnly:   o.ReadOnly,
 	}
 	q.snap.Store(&snapshot{})
 	return q
@@ -527,6 +535,14 @@ func (q *Queue) dropLocked(dropped, keep []*segment) error {
 	if len(dropped) == 0 {
 		return nil
 	}
+	if q.removeOnRelease(dropped) {
+		q.retireLocked(dropped, append([]*segment(nil), keep...))
+		if err := q.fs.SyncDir(q.dir); err != nil {
+			q.mu.fenced = err
+			return fmt.Errorf("mqlite/consumequeue: sync %s: %w: %w", q.dir, ErrFenced, err)
+		}
+		return nil
+	}
 	for _, s := range dropped {
 		if err := q.fs.Remove(s.path); err != nil && !errors.Is(err, vfs.ErrNotExist) {
 			return fmt.Errorf("mqlite/consumequeue: remove %s: %w", s.path, errs.Disk(err))
@@ -576,6 +592,7 @@ func (q *Queue) releaseRetiredLocked() {
 		if err := seg.release(); err != nil {
 			q.log.Warn("consumequeue: release retired file", "file", seg.path, "err", err)
 		}
+		q.removeReleased(seg)
 	}
 	clear(q.mu.retired[len(kept):])
 	q.mu.retired = kept
@@ -713,6 +730,7 @@ func (q *Queue) releaseAll() error {
 	}
 	for _, s := range q.mu.retired {
 		err = errors.Join(err, s.release())
+		q.removeReleased(s)
 	}
 	q.snap.Store(&snapshot{})
 	q.mu.retired, q.mu.old = nil, nil
@@ -720,4 +738,31 @@ func (q *Queue) releaseAll() error {
 		return fmt.Errorf("mqlite/consumequeue: close %s: %w", q.dir, errs.Disk(err))
 	}
 	return nil
+}
+
+// removeOnRelease marks dropped to have their files removed once they are
+// unmapped, where the file system cannot remove a mapped file
+// (q.unmapFirst), and reports whether it did; elsewhere the caller removes
+// the files first, as it always did.
+func (q *Queue) removeOnRelease(dropped []*segment) bool {
+	if !q.unmapFirst {
+		return false
+	}
+	for _, s := range dropped {
+		s.removeOnRelease = true
+	}
+	return true
+}
+
+// removeReleased removes the file of s, just unmapped, if it was marked
+// for it. A failure is logged: the file holds no live entry, and the next
+// Open's retention pass removes it.
+func (q *Queue) removeReleased(s *segment) {
+	if !s.removeOnRelease {
+		return
+	}
+	s.removeOnRelease = false
+	if err := q.fs.Remove(s.path); err != nil && !errors.Is(err, vfs.ErrNotExist) {
+		q.log.Warn("consumequeue: remove released file", "file", s.path, "err", err)
+	}
 }

@@ -82,9 +82,11 @@ func (q *Queue) truncateToLocked(segs []*segment, newMax int64) error {
 	if len(dropped) == 0 {
 		return nil
 	}
-	for _, d := range dropped {
-		if err := q.fs.Remove(d.path); err != nil && !errors.Is(err, vfs.ErrNotExist) {
-			return fmt.Errorf("mqlite/consumequeue: truncate: remove %s: %w", d.path, errs.Disk(err))
+	if !q.removeOnRelease(dropped) {
+		for _, d := range dropped {
+			if err := q.fs.Remove(d.path); err != nil && !errors.Is(err, vfs.ErrNotExist) {
+				return fmt.Errorf("mqlite/consumequeue: truncate: remove %s: %w", d.path, errs.Disk(err))
+			}
 		}
 	}
 	q.retireLocked(dropped, append([]*segment(nil), segs[:k+1]...))
@@ -184,6 +186,9 @@ func (q *Queue) DeleteBelowPhys(minPhys int64) (int, error) {
 	}
 	var err error
 	n := 0
+	if q.removeOnRelease(segs[:del]) {
+		n = del // removed as retireLocked unmaps them
+	}
 	for ; n < del; n++ {
 		if rerr := q.fs.Remove(segs[n].path); rerr != nil && !errors.Is(rerr, vfs.ErrNotExist) {
 			err = fmt.Errorf("mqlite/consumequeue: delete: remove %s: %w", segs[n].path, errs.Disk(rerr))

@@ -26,6 +26,10 @@ type file struct {
 	entries   uint32
 	beginPhys int64
 	beginTime int64
+	// removeFS, once set (deleteLocked, where the file system cannot
+	// remove a mapped file: vfs.MustUnmapFirst), removes the file when
+	// the last reference unmaps it.
+	removeFS vfs.FS
 
 	// Published to readers. The writer stores an entry, then count, then
 	// the slot; a reader loads the slot, then count, so a slot it sees
@@ -404,6 +408,11 @@ func (f *file) release() error {
 	}
 	if err := f.m.Unmap(); err != nil {
 		return fmt.Errorf("mqlite/indexfile: unmap %s: %w", f.path, errs.Disk(err))
+	}
+	if f.removeFS != nil {
+		if err := f.removeFS.Remove(f.path); err != nil && !errors.Is(err, vfs.ErrNotExist) {
+			return fmt.Errorf("mqlite/indexfile: delete %s: %w", f.path, errs.Disk(err))
+		}
 	}
 	return nil
 }

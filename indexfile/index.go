@@ -369,8 +369,15 @@ func (x *Index) DeleteBelowPhys(minPhys int64) (int, error) {
 }
 
 // deleteLocked removes f from disk, then publishes rest as the file list
-// and drops the list's reference to f.
+// and drops the list's reference to f. Where a mapped file cannot be
+// removed (vfs.MustUnmapFirst: Windows), the file goes when the last
+// reference unmaps it instead: at once if no reader holds f.
 func (x *Index) deleteLocked(f *file, rest []*file) error {
+	if vfs.MustUnmapFirst(x.opts.FS) {
+		f.removeFS = x.opts.FS
+		x.publish(rest)
+		return f.release()
+	}
 	if err := x.opts.FS.Remove(f.path); err != nil {
 		return fmt.Errorf("mqlite/indexfile: delete %s: %w", f.path, errs.Disk(err))
 	}

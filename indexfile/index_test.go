@@ -19,6 +19,9 @@ func eachFS(t *testing.T, fn func(t *testing.T, fsys vfs.FS, dir string)) {
 	t.Helper()
 	t.Run("mem", func(t *testing.T) { fn(t, vfs.NewMem(), "/store/index") })
 	t.Run("os", func(t *testing.T) { fn(t, vfs.OS, filepath.Join(t.TempDir(), "index")) })
+	t.Run("strict", func(t *testing.T) { // the OS under Windows' rule (vfs.StrictMapFS)
+		fn(t, vfs.NewStrictMapFS(vfs.OS), filepath.Join(t.TempDir(), "index"))
+	})
 }
 
 func tinyOpts(fsys vfs.FS, dir string) Options {

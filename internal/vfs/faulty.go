@@ -62,6 +62,9 @@ func NewFaulty(inner FS) *Faulty {
 	return &Faulty{inner: inner, live: map[string]*node{}, synced: map[string]*node{}}
 }
 
+// UnmapsFirst is the wrapped file system's (MustUnmapFirst).
+func (f *Faulty) UnmapsFirst() bool { return MustUnmapFirst(f.inner) }
+
 // SetInjector installs (or with nil removes) the fault injector.
 func (f *Faulty) SetInjector(in Injector) {
 	f.mu.Lock()

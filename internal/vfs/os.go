@@ -1,18 +1,27 @@
 package vfs
 
 import (
-	"errors"
-	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"sort"
-	"syscall"
-	"unsafe"
-
-	"github.com/edsrzf/mmap-go"
-	"golang.org/x/sys/unix"
 )
+
+// The real file system. This file holds what every platform shares; the
+// rest is in one file per platform family:
+//
+//   - os_unix.go (Linux and the BSDs, macOS included): flock, SyncDir by
+//     fsync of the directory, mappings by mmap-go;
+//   - os_linux.go: fallocate, fdatasync, msync, and the page advice
+//     (MADV_DONTNEED, MADV_RANDOM, MADV_HUGEPAGE, MADV_POPULATE_*), SEEK_DATA
+//     and mincore;
+//   - os_darwin.go: F_PREALLOCATE, and F_FULLFSYNC after fsync and msync
+//     (a plain fsync on macOS leaves the data in the drive's cache);
+//   - os_bsd.go: ftruncate for preallocation, fsync, msync;
+//   - os_bsdpages.go (macOS and the BSDs): page advice where it exists,
+//     no-ops where it does not;
+//   - os_windows.go: LockFileEx, SetEndOfFile, FlushViewOfFile +
+//     FlushFileBuffers, MoveFileEx with write-through.
 
 // OS is the real file system.
 var OS FS = osFS{}
@@ -31,7 +40,7 @@ func (osFS) OpenFile(name string, flag int, perm os.FileMode) (File, error) {
 
 func (osFS) Remove(name string) error                    { return os.Remove(name) }
 func (osFS) RemoveAll(name string) error                 { return os.RemoveAll(name) }
-func (osFS) Rename(o, n string) error                    { return os.Rename(o, n) }
+func (osFS) Rename(o, n string) error                    { return rename(o, n) }
 func (osFS) MkdirAll(dir string, perm os.FileMode) error { return os.MkdirAll(dir, perm) }
 
 func (osFS) ReadDir(dir string) ([]string, error) {
@@ -55,24 +64,16 @@ func (osFS) Stat(name string) (int64, bool, error) {
 	return fi.Size(), fi.IsDir(), nil
 }
 
-func (osFS) SyncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	return err
-}
+// lockFileMode is the mode of a lock file Lock creates: only its owner
+// needs it.
+const lockFileMode = 0o600
 
 func (osFS) Lock(name string) (io.Closer, error) {
-	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o644)
+	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE, lockFileMode)
 	if err != nil {
 		return nil, err
 	}
-	return flock(f, unix.LOCK_EX)
+	return lock(f, true)
 }
 
 func (osFS) LockShared(name string) (io.Closer, error) {
@@ -80,20 +81,18 @@ func (osFS) LockShared(name string) (io.Closer, error) {
 	if err != nil {
 		return nil, err
 	}
-	return flock(f, unix.LOCK_SH)
+	return lock(f, false)
 }
 
-// flock locks f (how: LOCK_EX or LOCK_SH) without waiting, and returns it
-// as the lock's closer; it closes f if the lock is refused. The lock is on
-// the file (it follows it through renames), and on the one the name still
-// names once it is held: if the name was renamed away or replaced between
-// the open and the lock, flock fails with an error wrapping ErrNotExist.
-func flock(f *os.File, how int) (io.Closer, error) {
-	if err := unix.Flock(int(f.Fd()), how|unix.LOCK_NB); err != nil {
+// lock locks f (exclusive or shared) without waiting, and returns it as
+// the lock's closer; it closes f if the lock is refused (ErrLocked). The
+// lock is on the file (it follows it through renames), and on the one the
+// name still names once it is held: if the name was renamed away or
+// replaced between the open and the lock, lock fails with an error
+// wrapping ErrNotExist.
+func lock(f *os.File, exclusive bool) (io.Closer, error) {
+	if err := lockFile(f, exclusive); err != nil {
 		f.Close()
-		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return nil, fmt.Errorf("%w: %s", ErrLocked, f.Name())
-		}
 		return nil, err
 	}
 	held, err := f.Stat()
@@ -124,170 +123,4 @@ func (o *osFile) Size() (int64, error) {
 		return 0, err
 	}
 	return fi.Size(), nil
-}
-
-func (o *osFile) Allocate(size int64) error {
-	err := unix.Fallocate(int(o.f.Fd()), 0, 0, size)
-	if errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.ENOSYS) {
-		// The file system cannot reserve blocks; fall back to a length change.
-		return o.f.Truncate(size)
-	}
-	if err != nil {
-		return &os.PathError{Op: "fallocate", Path: o.f.Name(), Err: err}
-	}
-	return nil
-}
-
-func (o *osFile) Sync() error {
-	if err := unix.Fdatasync(int(o.f.Fd())); err != nil {
-		return &os.PathError{Op: "fdatasync", Path: o.f.Name(), Err: err}
-	}
-	return nil
-}
-
-// Map maps the file shared: writable, or read-only (PROT_READ) for a file
-// opened O_RDONLY, where a stray store faults instead of reaching the file.
-func (o *osFile) Map(size int) (Mapping, error) {
-	prot := mmap.RDWR
-	if o.ro {
-		prot = mmap.RDONLY
-	}
-	m, err := mmap.MapRegion(o.f, size, prot, 0, 0)
-	if err != nil {
-		return nil, &os.PathError{Op: "mmap", Path: o.f.Name(), Err: err}
-	}
-	return &osMapping{m: m, name: o.f.Name()}, nil
-}
-
-type osMapping struct {
-	m    mmap.MMap
-	name string
-}
-
-func (m *osMapping) Bytes() []byte { return m.m }
-
-func (m *osMapping) Sync(off, n int) error {
-	if n <= 0 {
-		return nil
-	}
-	start := off &^ (PageSize - 1)
-	end := min(off+n, len(m.m))
-	if err := unix.Msync(m.m[start:end], unix.MS_SYNC); err != nil {
-		return &os.PathError{Op: "msync", Path: m.name, Err: err}
-	}
-	return nil
-}
-
-func (m *osMapping) Unmap() error { return m.m.Unmap() }
-
-// Drop is Dropper's, on the whole pages inside [off, off+n).
-func (m *osMapping) Drop(off, n int) {
-	start := (off + PageSize - 1) &^ (PageSize - 1)
-	end := min(off+n, len(m.m)) &^ (PageSize - 1)
-	if start < end {
-		unix.Madvise(m.m[start:end], unix.MADV_DONTNEED)
-	}
-}
-
-// SmallPages is Pager's, on the whole mapping.
-func (m *osMapping) SmallPages(on bool) {
-	advice := unix.MADV_NORMAL
-	if on {
-		advice = unix.MADV_RANDOM
-	}
-	if len(m.m) > 0 {
-		unix.Madvise(m.m, advice)
-	}
-}
-
-// HugePages is Pager's, on the whole mapping.
-func (m *osMapping) HugePages() {
-	if len(m.m) > 0 {
-		unix.Madvise(m.m, unix.MADV_HUGEPAGE)
-	}
-}
-
-// Populate asks the kernel to fault in the pages of b for writing ahead of
-// use (MADV_POPULATE_WRITE), so that writes into them take no page fault.
-// It is a hint: it never changes a byte, so it may run while another
-// goroutine writes into b, and where the kernel cannot do it (before Linux
-// 5.14, or memory that is not a mapping) it does nothing.
-func Populate(b []byte) { advise(b, unix.MADV_POPULATE_WRITE) }
-
-// PopulateRead is Populate for reading (MADV_POPULATE_READ): it maps the
-// pages of b in one call instead of a page fault each (read-only where the
-// mapping tracks writes, as a shared file mapping does). Like Populate, a
-// hint that changes no byte.
-func PopulateRead(b []byte) { advise(b, unix.MADV_POPULATE_READ) }
-
-// advise is madvise on the whole pages of b from its first page boundary
-// on (madvise wants a page-aligned start), ignoring failure.
-func advise(b []byte, advice int) {
-	p := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
-	if skip := int(-p & (PageSize - 1)); skip < len(b) {
-		unix.Madvise(b[skip:], advice)
-	}
-}
-
-// DataRanges returns the parts of [from, to) of the file name that may
-// hold data, in order: on the real file system, what lseek's SEEK_DATA
-// and SEEK_HOLE report (holes and never-written preallocated extents read
-// as zeros, so a scan for data can skip them without reading them, which
-// would fault in a page for each); elsewhere, or if the file system cannot
-// tell, all of it.
-func DataRanges(fs FS, name string, from, to int64) [][2]int64 {
-	all := [][2]int64{{from, to}}
-	if from >= to {
-		return nil
-	}
-	f, err := fs.OpenFile(name, os.O_RDONLY, 0)
-	if err != nil {
-		return all
-	}
-	defer f.Close()
-	of, ok := f.(*osFile)
-	if !ok {
-		return all
-	}
-	fd := int(of.f.Fd())
-	var out [][2]int64
-	for off := from; off < to; {
-		data, err := unix.Seek(fd, off, unix.SEEK_DATA)
-		if errors.Is(err, unix.ENXIO) {
-			break // no data after off
-		}
-		if err != nil {
-			return all
-		}
-		if data >= to {
-			break
-		}
-		hole, err := unix.Seek(fd, data, unix.SEEK_HOLE)
-		if err != nil {
-			return all
-		}
-		out = append(out, [2]int64{data, min(hole, to)})
-		off = hole
-	}
-	return out
-}
-
-// Resident is the share of b's pages that are in memory (mincore), 1 when
-// it cannot tell.
-func Resident(b []byte) float64 {
-	if len(b) == 0 {
-		return 1
-	}
-	addr := uintptr(unsafe.Pointer(&b[0]))
-	lo := addr &^ (PageSize - 1)
-	n := int((addr + uintptr(len(b)) - lo + PageSize - 1) / PageSize)
-	vec := make([]byte, n)
-	if _, _, errno := unix.Syscall(unix.SYS_MINCORE, lo, uintptr(n*PageSize), uintptr(unsafe.Pointer(&vec[0]))); errno != 0 {
-		return 1
-	}
-	in := 0
-	for _, v := range vec {
-		in += int(v & 1)
-	}
-	return float64(in) / float64(n)
 }

@@ -1,11 +1,5 @@
 package vfs
 
-import (
-	"fmt"
-
-	"golang.org/x/sys/unix"
-)
-
 // Usager is implemented by file systems that can report the use of the
 // volume holding a directory.
 type Usager interface {
@@ -25,16 +19,30 @@ func Usage(fs FS, dir string) (used, total uint64, ok bool, err error) {
 	return used, total, err == nil && total > 0, err
 }
 
-// Usage reports the volume use from statfs(2): blocks not available to
-// an unprivileged writer count as used.
+// Usage reports the volume use of dir as df(1) does: used is the blocks
+// not free (total - free, the root reserve counting as free), and total is
+// used + the blocks available to an unprivileged writer, so that
+// used/total is df's Use%. A volume with a root reserve has fewer bytes
+// than its size to give; they are not "used".
 func (osFS) Usage(dir string) (used, total uint64, err error) {
-	var st unix.Statfs_t
-	if err := unix.Statfs(dir, &st); err != nil {
-		return 0, 0, fmt.Errorf("statfs %s: %w", dir, err)
+	size, free, avail, err := statVolume(dir)
+	if err != nil {
+		return 0, 0, err
 	}
-	bs := uint64(st.Bsize)
-	total = st.Blocks * bs
-	return total - st.Bavail*bs, total, nil
+	used, total = dfUsage(size, free, avail)
+	return used, total, nil
+}
+
+// dfUsage is df's arithmetic on a volume of size bytes, free of them free
+// (to root), avail of them available to others: used = size - free, and
+// the total used is measured against is used + avail. Out-of-range
+// figures (free > size, avail > free, as a file system being changed may
+// report) are clamped.
+func dfUsage(size, free, avail uint64) (used, total uint64) {
+	free = min(free, size)
+	avail = min(avail, free)
+	used = size - free
+	return used, used + avail
 }
 
 // SetCapacity gives the in-memory file system a volume size for Usage

@@ -9,6 +9,10 @@
 //     power-loss image can be built (only synced bytes plus a random share of
 //     unsynced pages).
 //
+// NewStrictMapFS wraps any of them to refuse what Windows refuses: removing,
+// renaming or truncating a file while a mapping of it is open (the store
+// then unmaps first, see MustUnmapFirst).
+//
 // ReadOnly wraps any of them for a read-only Store: every change fails with
 // ErrReadOnly, and files are opened O_RDONLY, which the OS maps PROT_READ.
 package vfs

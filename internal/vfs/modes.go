@@ -54,3 +54,8 @@ func (m modeFS) Usage(dir string) (used, total uint64, err error) {
 func (m modeFS) String() string {
 	return fmt.Sprintf("%v (files %#o, directories %#o)", m.FS, m.file, m.dir)
 }
+
+// UnmapsFirst passes through the wrapped file system's order of unmapping
+// and removing (see MustUnmapFirst), so that a wrapped Windows or strict
+// file system keeps it.
+func (m modeFS) UnmapsFirst() bool { return MustUnmapFirst(m.FS) }

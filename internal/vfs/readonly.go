@@ -80,3 +80,7 @@ type roMapping struct {
 }
 
 func (m roMapping) Sync(int, int) error { return refused("msync", m.name) }
+
+// UnmapsFirst passes through the wrapped file system's order of unmapping
+// and removing (see MustUnmapFirst).
+func (r roFS) UnmapsFirst() bool { return MustUnmapFirst(r.inner) }

@@ -165,7 +165,7 @@ func benchRing(b *testing.B) vfs.Mapping {
 // timed part starts after steadySegments segments: the first touch of
 // memory the VM never used costs 10-20 µs a page here (the first segments
 // of a run take seconds each), and no warmer can keep up with that; see
-// the README. It reports how many segments were recycled meanwhile.
+// docs/performance.md. It reports how many segments were recycled meanwhile.
 // Target: 0 allocs/op, at least half of BenchmarkBaseline for 128 B.
 func BenchmarkAppend(b *testing.B) {
 	for _, size := range benchSizes {

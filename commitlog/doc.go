@@ -111,7 +111,7 @@
 // as for a new file. The pages of a recently written file are most likely
 // still in memory and its blocks allocated, so pre-faulting it costs about
 // a quarter of what a new file's pages cost, and memory the machine never
-// used is not touched at all (BenchmarkAppend, 4 KiB: see the README). A
+// used is not touched at all (BenchmarkAppend, 4 KiB: see docs/performance.md). A
 // spare whose pages are mostly not in memory (mincore) is removed instead:
 // pre-faulting it would read it from disk.
 //

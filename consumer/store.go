@@ -25,7 +25,7 @@ type Store interface {
 	// (message.Release) when done with it; a store may ignore pool and return ordinary messages.
 	Pull(ctx context.Context, topic string, queue int, from int64, max int, f Filter, pool *message.Pool) (msgs []*message.MessageExt, next int64, err error)
 	// SendBack hands a message the group failed to consume to the retry path (retry topic with a delay, or the DLQ past the
-	// group's limit). Until the retry issue lands the root may store it in the retry topic at once.
+	// group's limit).
 	SendBack(ctx context.Context, group string, m *message.MessageExt) error
 }
 

@@ -226,7 +226,7 @@ func mapNew(t testing.TB, fsys FS, size int) (string, Mapping) {
 // Populate and a read of one byte a page (the ns/op of the writes alone, a
 // page each). On this VM Populate alone leaves most of the cost: the
 // first access through a mapping costs ~2.4 µs a page even once the page
-// is mapped, a read as much as a write (see the README).
+// is mapped, a read as much as a write (see docs/performance.md).
 func BenchmarkFirstWrite(b *testing.B) {
 	for _, c := range []struct {
 		name string

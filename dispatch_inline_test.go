@@ -154,7 +154,7 @@ func TestLargeBatchGoesToTheLoop(t *testing.T) {
 // nothing dispatches into closed files, and what succeeded is there after
 // reopening.
 func TestPutsRacingClose(t *testing.T) {
-	for round := range 20 {
+	for round := range *closeRounds {
 		dir := filepath.Join(t.TempDir(), "store")
 		s, err := Open(dir, &Options{SegmentSize: 64 << 10})
 		require.NoError(t, err)

@@ -156,13 +156,13 @@ func TestBadDelaysAreRefused(t *testing.T) {
 // deliver-at times, restarts halfway, and moves the clock to each due
 // second: every timer is delivered once, within a second after its time.
 func TestTimersFireOnTime(t *testing.T) {
-	n := 100_000
+	n := *timersCount
 	if testing.Short() {
-		n = 5_000
+		n = min(n, 5_000)
 	}
 	clk := clock.NewFake(t0)
 	fs := vfs.NewMem()
-	s, err := openFS(fs, "/d", smallFiles(&Options{Clock: clk, SegmentSize: 8 << 20}))
+	s, err := openFS(fs, "/d", &Options{Clock: clk, SegmentSize: 8 << 20, ConsumeQueueEntries: 1 << 17, IndexSlots: 1 << 15, IndexEntries: 1 << 17})
 	require.NoError(t, err)
 	require.NoError(t, s.CreateTopic("tm", TopicConfig{Queues: 1}))
 	rng := rand.New(rand.NewPCG(7, 7))
@@ -192,7 +192,7 @@ func TestTimersFireOnTime(t *testing.T) {
 		if !restarted && j > n/2 {
 			restarted = true
 			require.NoError(t, s.Close())
-			s, err = openFS(fs, "/d", smallFiles(&Options{Clock: clk, SegmentSize: 8 << 20}))
+			s, err = openFS(fs, "/d", &Options{Clock: clk, SegmentSize: 8 << 20, ConsumeQueueEntries: 1 << 17, IndexSlots: 1 << 15, IndexEntries: 1 << 17})
 			require.NoError(t, err)
 		}
 		clk.Set(sec)

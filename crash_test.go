@@ -34,7 +34,7 @@ import (
 )
 
 var (
-	crashSeed        = flag.Uint64("crash.seed", 0, "seed for the kill -9 tests (0: time-based)")
+	crashSeed = flag.Uint64("crash.seed", 0, "seed for the kill -9 tests (0: time-based)")
 	// Each cycle starts a child test binary and then checks every message
 	// acked so far: the defaults keep go test ./... short; CI runs more
 	// (.ci/run: -crash.cycles=50 -crash.async-cycles=20).

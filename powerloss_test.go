@@ -31,7 +31,7 @@ import (
 )
 
 var (
-	plSeed   = flag.Uint64("powerloss.seed", 0, "seed for the power-loss tests (0: time-based)")
+	plSeed = flag.Uint64("powerloss.seed", 0, "seed for the power-loss tests (0: time-based)")
 	// 60 by default; CI builds 200 (.ci/run).
 	plImages = flag.Int("powerloss.images", 60, "crash images built by TestPowerLossSyncFlush")
 )

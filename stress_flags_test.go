@@ -10,5 +10,5 @@ import "flag"
 var (
 	churnCycles = flag.Int("churn.cycles", 60, "Open/Put/Poll/Close cycles of TestOpenCloseChurn")
 	closeRounds = flag.Int("close.rounds", 8, "rounds of TestPutsRacingClose (round r waits for 50(r+1) acks)")
-	timersCount = flag.Int("timers.count", 100_000, "timers set by TestTimersFireOnTime")
+	timersCount = flag.Int("timers.count", 30_000, "timers set by TestTimersFireOnTime")
 )

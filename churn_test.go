@@ -18,9 +18,9 @@ import (
 // a Close racing with blocked readers and running senders ends them with
 // ErrClosed, not a fault in an unmapped segment.
 func TestOpenCloseChurn(t *testing.T) {
-	cycles := 200
+	cycles := *churnCycles
 	if testing.Short() {
-		cycles = 40
+		cycles = min(cycles, 40)
 	}
 	dir := filepath.Join(t.TempDir(), "store")
 	opts := func() *Options {

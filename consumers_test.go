@@ -191,7 +191,7 @@ func TestConsumeCrashChild(t *testing.T) {
 	if dir == "" {
 		t.Skip("child process only")
 	}
-	s, err := Open(dir, &Options{SegmentSize: 1 << 20, OffsetPersistInterval: 5 * time.Millisecond})
+	s, err := Open(dir, smallFiles(&Options{SegmentSize: 1 << 20, OffsetPersistInterval: 5 * time.Millisecond}))
 	require.NoError(t, err)
 	c, err := s.NewPushConsumer("g", ConsumerOptions{ConsumeFromWhere: ConsumeFromFirstOffset, Goroutines: 2})
 	require.NoError(t, err)
@@ -215,7 +215,7 @@ func TestConsumeCrashChild(t *testing.T) {
 // persisted commit in each queue.
 func TestConsumerSurvivesKill9(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "store")
-	s, err := Open(dir, &Options{SegmentSize: 1 << 20})
+	s, err := Open(dir, smallFiles(&Options{SegmentSize: 1 << 20}))
 	require.NoError(t, err)
 	require.NoError(t, s.CreateTopic("k", TopicConfig{Queues: 4}))
 	const n = 4000
@@ -256,7 +256,7 @@ func TestConsumerSurvivesKill9(t *testing.T) {
 	cmd.Wait()
 	require.GreaterOrEqual(t, len(child), n/2, "the child consumed before it was killed")
 
-	s, err = Open(dir, &Options{SegmentSize: 1 << 20})
+	s, err = Open(dir, smallFiles(&Options{SegmentSize: 1 << 20}))
 	require.NoError(t, err)
 	defer s.Close()
 	var mu sync.Mutex
@@ -325,7 +325,7 @@ func fastRetries(dir string) *Options {
 	for i := range levels {
 		levels[i] = 20 * time.Millisecond
 	}
-	return &Options{SegmentSize: 1 << 20, DelayLevels: levels, OffsetPersistInterval: 5 * time.Millisecond}
+	return smallFiles(&Options{SegmentSize: 1 << 20, DelayLevels: levels, OffsetPersistInterval: 5 * time.Millisecond})
 }
 
 // failingConsumer starts a push consumer of group g that fails every
@@ -459,8 +459,8 @@ func TestCommittedOffsetPastACutQueueIsMovedBack(t *testing.T) {
 	ffs := vfs.NewFaulty(vfs.NewMem())
 	opts := func() *Options {
 		// No periodic flush or offset persist comes while the test runs.
-		return &Options{Clock: clk, SegmentSize: 1 << 20, Flush: FlushAsync, FlushInterval: time.Hour, FlushThoroughInterval: time.Hour,
-			OffsetPersistInterval: time.Hour}
+		return smallFiles(&Options{Clock: clk, SegmentSize: 1 << 20, Flush: FlushAsync, FlushInterval: time.Hour, FlushThoroughInterval: time.Hour,
+			OffsetPersistInterval: time.Hour})
 	}
 	s, err := openFS(ffs, "/d", opts())
 	require.NoError(t, err)

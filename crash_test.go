@@ -34,9 +34,12 @@ import (
 )
 
 var (
-	crashSeed        = flag.Uint64("crash.seed", 0, "seed for the kill -9 tests (0: time-based)")
-	crashCycles      = flag.Int("crash.cycles", 50, "kill -9 cycles of TestKill9SyncFlush")
-	crashAsyncCycles = flag.Int("crash.async-cycles", 20, "kill -9 cycles of TestKill9AsyncFlush")
+	crashSeed = flag.Uint64("crash.seed", 0, "seed for the kill -9 tests (0: time-based)")
+	// Each cycle starts a child test binary and then checks every message
+	// acked so far: the defaults keep go test ./... short; CI runs more
+	// (.ci/run: -crash.cycles=50 -crash.async-cycles=20).
+	crashCycles      = flag.Int("crash.cycles", 12, "kill -9 cycles of TestKill9SyncFlush")
+	crashAsyncCycles = flag.Int("crash.async-cycles", 6, "kill -9 cycles of TestKill9AsyncFlush")
 )
 
 // Environment of the child process.
@@ -394,7 +397,7 @@ func runKill9(t *testing.T, mode string, cycles int) {
 func TestKill9SyncFlush(t *testing.T) {
 	cycles := *crashCycles
 	if testing.Short() {
-		cycles = 10
+		cycles = min(cycles, 10)
 	}
 	runKill9(t, "sync", cycles)
 }
@@ -404,7 +407,7 @@ func TestKill9SyncFlush(t *testing.T) {
 func TestKill9AsyncFlush(t *testing.T) {
 	cycles := *crashAsyncCycles
 	if testing.Short() {
-		cycles = 5
+		cycles = min(cycles, 5)
 	}
 	runKill9(t, "async", cycles)
 }

@@ -92,7 +92,7 @@ func TestSyncSenderLeavesDispatchToFlush(t *testing.T) {
 // window is measured again only after inlineWindowMs.
 func TestInlineRateWindow(t *testing.T) {
 	clk := clock.NewFake(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC))
-	s, err := openFS(vfs.NewMem(), "/store", &Options{Clock: clk})
+	s, err := openFS(vfs.NewMem(), "/store", smallFiles(&Options{Clock: clk}))
 	require.NoError(t, err)
 	defer s.Close()
 	d := s.disp
@@ -132,7 +132,7 @@ func TestInlineRateWindow(t *testing.T) {
 // A sender that finds more than inlineMaxBytes waiting leaves them to the
 // loop: a large batch is still dispatched, by the loop, completely.
 func TestLargeBatchGoesToTheLoop(t *testing.T) {
-	s, err := openFS(vfs.NewMem(), "/store", &Options{})
+	s, err := openFS(vfs.NewMem(), "/store", smallFiles(&Options{}))
 	require.NoError(t, err)
 	defer s.Close()
 	ctx := context.Background()
@@ -154,7 +154,7 @@ func TestLargeBatchGoesToTheLoop(t *testing.T) {
 // nothing dispatches into closed files, and what succeeded is there after
 // reopening.
 func TestPutsRacingClose(t *testing.T) {
-	for round := range 20 {
+	for round := range *closeRounds {
 		dir := filepath.Join(t.TempDir(), "store")
 		s, err := Open(dir, &Options{SegmentSize: 64 << 10})
 		require.NoError(t, err)
@@ -201,7 +201,7 @@ func TestPutsRacingClose(t *testing.T) {
 // its append and its notification dispatches nothing: the index files
 // may be closing under it.
 func TestNoSenderDispatchAfterStop(t *testing.T) {
-	s, err := openFS(vfs.NewMem(), "/store", &Options{})
+	s, err := openFS(vfs.NewMem(), "/store", smallFiles(&Options{}))
 	require.NoError(t, err)
 	_, err = s.Put(context.Background(), &Message{Topic: "t", Body: body(1)}, 0)
 	require.NoError(t, err)
@@ -260,6 +260,7 @@ func TestDispatchYieldsToWokenReader(t *testing.T) {
 			})
 			waitLoopAsleep(s) // FlushAsync: so the sender dispatches, not the loop
 			s.disp.run.Lock() // and the loop has let go of run
+			//lint:ignore SA2001 the empty section is the barrier
 			s.disp.run.Unlock()
 			ran := s.disp.ran.Load()
 			put()

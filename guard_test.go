@@ -22,7 +22,7 @@ import (
 func TestDiskLimitFailsSendsFast(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mem := vfs.NewMem()
-		s, err := openFS(mem, "/full", &Options{SegmentSize: 1 << 20, DiskMaxUsedRatio: 0.5})
+		s, err := openFS(mem, "/full", smallFiles(&Options{SegmentSize: 1 << 20, DiskMaxUsedRatio: 0.5}))
 		require.NoError(t, err)
 		defer s.Close()
 		ctx := context.Background()
@@ -61,7 +61,7 @@ func TestDiskLimitFailsSendsFast(t *testing.T) {
 func TestStalledSyncTriggersFlowControl(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ffs := vfs.NewFaulty(vfs.NewMem())
-		s, err := openFS(ffs, "/stall", &Options{Flush: FlushSync, SegmentSize: 1 << 20, SyncFlushTimeout: 5 * time.Second})
+		s, err := openFS(ffs, "/stall", smallFiles(&Options{Flush: FlushSync, SegmentSize: 1 << 20, SyncFlushTimeout: 5 * time.Second}))
 		require.NoError(t, err)
 		defer s.Close()
 		release := make(chan struct{})
@@ -103,7 +103,7 @@ func TestStalledSyncTriggersFlowControl(t *testing.T) {
 func TestStalledAppendTriggersFlowControl(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ffs := vfs.NewFaulty(vfs.NewMem())
-		s, err := openFS(ffs, "/stall", &Options{SegmentSize: 64 << 10, NoWarm: true})
+		s, err := openFS(ffs, "/stall", smallFiles(&Options{SegmentSize: 64 << 10, NoWarm: true}))
 		require.NoError(t, err)
 		defer s.Close()
 		synctest.Wait() // the allocator has prepared the second segment
@@ -160,7 +160,7 @@ func TestStalledAppendTriggersFlowControl(t *testing.T) {
 func TestDiskFullOnAllocationResumes(t *testing.T) {
 	mem := vfs.NewMem()
 	ffs := vfs.NewFaulty(mem)
-	s, err := openFS(ffs, "/e", &Options{SegmentSize: 64 << 10})
+	s, err := openFS(ffs, "/e", smallFiles(&Options{SegmentSize: 64 << 10}))
 	require.NoError(t, err)
 	var full atomic.Bool
 	ffs.SetInjector(func(op vfs.Op, path string) error {
@@ -194,7 +194,7 @@ func TestDiskFullOnAllocationResumes(t *testing.T) {
 	require.Equal(t, acked[len(acked)-1], msgs[len(msgs)-1].MsgID)
 	require.NoError(t, s.Close())
 
-	s, err = openFS(mem, "/e", &Options{SegmentSize: 64 << 10})
+	s, err = openFS(mem, "/e", smallFiles(&Options{SegmentSize: 64 << 10}))
 	require.NoError(t, err)
 	defer s.Close()
 	for _, id := range acked {

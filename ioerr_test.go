@@ -205,19 +205,12 @@ func ioBody(i int) []byte {
 	return []byte(fmt.Sprintf("io-%03d-%s", i, strings.Repeat("abcdefgh", 12)))
 }
 
-// ioScript runs the script on ffs. Every error a call returns must be the
-// injected one, typed: matching ErrIO or ErrFenced. No write may be
-// acknowledged once the store refuses writes.
-func ioScript(t *testing.T, ffs *vfs.Faulty, rng *rand.Rand) *ioRun {
-	run := newIORun()
-	ioScriptRun(t, ffs, rng, run)
-	return run
-}
-
 func newIORun() *ioRun { return &ioRun{committed: -1, committing: -1} }
 
-// ioScriptRun is ioScript recording into run, which another goroutine may
-// watch through progress.
+// ioScriptRun runs the script on ffs, recording into run, which another
+// goroutine may watch through progress. Every error a call returns must be
+// the injected one, typed: matching ErrIO or ErrFenced. No write may be
+// acknowledged once the store refuses writes.
 func ioScriptRun(t *testing.T, ffs *vfs.Faulty, rng *rand.Rand, run *ioRun) {
 	ctx := context.Background()
 	elog := &errLog{}

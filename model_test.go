@@ -37,7 +37,8 @@ import (
 )
 
 var (
-	modelSeqs = flag.Int("model.seqs", 10, "random sequences per configuration run by TestModel")
+	// 4 sequences of 4 configurations by default; CI runs 10 (.ci/run).
+	modelSeqs = flag.Int("model.seqs", 4, "random sequences per configuration run by TestModel")
 	modelOps  = flag.Int("model.ops", 150, "operations per sequence in TestModel")
 	modelSeed = flag.Uint64("model.seed", 0, "seed of TestModel's first sequence (0: time-based)")
 	modelLog  = flag.Bool("model.log", false, "print the store's warnings (to debug a failing seed)")

@@ -297,7 +297,7 @@ func TestCompressedBodiesReadBackWhole(t *testing.T) {
 func TestFlushTimeoutIsAStatus(t *testing.T) {
 	clk := clock.NewFake(time.Date(2026, 11, 29, 0, 0, 0, 0, time.UTC))
 	ffs := vfs.NewFaulty(vfs.NewMem())
-	s, err := openFS(ffs, "/t", &Options{Flush: FlushSync, Clock: clk, SyncFlushTimeout: time.Second, SegmentSize: 1 << 20})
+	s, err := openFS(ffs, "/t", smallFiles(&Options{Flush: FlushSync, Clock: clk, SyncFlushTimeout: time.Second, SegmentSize: 1 << 20}))
 	require.NoError(t, err)
 	defer s.Close()
 	syncing, release := make(chan struct{}), make(chan struct{})
@@ -401,7 +401,7 @@ func TestBadSendsStoreNothing(t *testing.T) {
 
 func TestTopicsSurviveRestartAndAutoCreate(t *testing.T) {
 	fs := vfs.NewMem()
-	s, err := openFS(fs, "/s", &Options{DefaultTopicQueues: 3, SegmentSize: 64 << 10})
+	s, err := openFS(fs, "/s", smallFiles(&Options{DefaultTopicQueues: 3, SegmentSize: 64 << 10}))
 	require.NoError(t, err)
 	require.NoError(t, s.CreateTopic("orders", TopicConfig{Queues: 8}))
 	p, err := s.NewProducer(ProducerOptions{AutoCreateQueues: 6})
@@ -417,7 +417,7 @@ func TestTopicsSurviveRestartAndAutoCreate(t *testing.T) {
 	require.ErrorIs(t, err, ErrClosed)
 	require.ErrorIs(t, p.SendOneway(&Message{Topic: "orders", Body: []byte("x")}), ErrClosed, "closed with the store")
 
-	s, err = openFS(fs, "/s", &Options{DisableAutoCreateTopics: true, SegmentSize: 64 << 10})
+	s, err = openFS(fs, "/s", smallFiles(&Options{DisableAutoCreateTopics: true, SegmentSize: 64 << 10}))
 	require.NoError(t, err)
 	defer s.Close()
 	var got []string

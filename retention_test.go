@@ -113,7 +113,7 @@ func spareFiles(t *testing.T, s *Store) []string {
 // even unexpired; without it nothing expired is deleted outside the hour.
 func TestRetentionSizeCapAndHour(t *testing.T) {
 	clk := clock.NewFake(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
-	s, err := openFS(vfs.NewMem(), "/cap", &Options{Clock: clk, SegmentSize: 64 << 10, MaxStoreBytes: 256 << 10})
+	s, err := openFS(vfs.NewMem(), "/cap", smallFiles(&Options{Clock: clk, SegmentSize: 64 << 10, MaxStoreBytes: 256 << 10}))
 	require.NoError(t, err)
 	defer s.Close()
 	require.NoError(t, s.CreateTopic("ret", TopicConfig{Queues: 1}))
@@ -128,7 +128,7 @@ func TestRetentionSizeCapAndHour(t *testing.T) {
 	require.LessOrEqual(t, total, int64(256<<10)+64<<10)
 
 	clk2 := clock.NewFake(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
-	s2, err := openFS(vfs.NewMem(), "/hour", &Options{Clock: clk2, SegmentSize: 64 << 10, Retention: time.Hour})
+	s2, err := openFS(vfs.NewMem(), "/hour", smallFiles(&Options{Clock: clk2, SegmentSize: 64 << 10, Retention: time.Hour}))
 	require.NoError(t, err)
 	defer s2.Close()
 	require.NoError(t, s2.CreateTopic("ret", TopicConfig{Queues: 1}))

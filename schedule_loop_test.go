@@ -34,7 +34,7 @@ func TestSchedulerIsOneGoroutine(t *testing.T) {
 			levels[i] = time.Duration(i+1) * time.Second
 		}
 		clk := clock.NewFake(t0)
-		s, err := openFS(vfs.NewMem(), "/d", &Options{Clock: clk, SegmentSize: 1 << 20, DelayLevels: levels})
+		s, err := openFS(vfs.NewMem(), "/d", smallFiles(&Options{Clock: clk, SegmentSize: 1 << 20, DelayLevels: levels}))
 		require.NoError(t, err)
 		require.Equal(t, 2, goroutinesBy("github.com/mqlite/mqlite.(*scheduler).start"), "%d levels", len(levels))
 		require.NoError(t, s.CreateTopic("d", TopicConfig{Queues: 1}))

@@ -44,7 +44,7 @@ func readRange(t testing.TB, s *Store, topic string, q int, from, to int) []*Mes
 
 func delayStore(t *testing.T, fs vfs.FS, clk *clock.Fake) *Store {
 	t.Helper()
-	s, err := openFS(fs, "/d", &Options{Clock: clk, SegmentSize: 1 << 20})
+	s, err := openFS(fs, "/d", smallFiles(&Options{Clock: clk, SegmentSize: 1 << 20}))
 	require.NoError(t, err)
 	return s
 }
@@ -156,13 +156,13 @@ func TestBadDelaysAreRefused(t *testing.T) {
 // deliver-at times, restarts halfway, and moves the clock to each due
 // second: every timer is delivered once, within a second after its time.
 func TestTimersFireOnTime(t *testing.T) {
-	n := 100_000
+	n := *timersCount
 	if testing.Short() {
-		n = 5_000
+		n = min(n, 5_000)
 	}
 	clk := clock.NewFake(t0)
 	fs := vfs.NewMem()
-	s, err := openFS(fs, "/d", &Options{Clock: clk, SegmentSize: 8 << 20})
+	s, err := openFS(fs, "/d", &Options{Clock: clk, SegmentSize: 8 << 20, ConsumeQueueEntries: 1 << 17, IndexSlots: 1 << 15, IndexEntries: 1 << 17})
 	require.NoError(t, err)
 	require.NoError(t, s.CreateTopic("tm", TopicConfig{Queues: 1}))
 	rng := rand.New(rand.NewPCG(7, 7))
@@ -192,7 +192,7 @@ func TestTimersFireOnTime(t *testing.T) {
 		if !restarted && j > n/2 {
 			restarted = true
 			require.NoError(t, s.Close())
-			s, err = openFS(fs, "/d", &Options{Clock: clk, SegmentSize: 8 << 20})
+			s, err = openFS(fs, "/d", &Options{Clock: clk, SegmentSize: 8 << 20, ConsumeQueueEntries: 1 << 17, IndexSlots: 1 << 15, IndexEntries: 1 << 17})
 			require.NoError(t, err)
 		}
 		clk.Set(sec)
@@ -329,7 +329,7 @@ func TestSleepUntilRearmsALateTimer(t *testing.T) {
 // whose image store hung so once in a few hundred runs.
 func TestDelaySaveWakesTheDispatcher(t *testing.T) {
 	clk := clock.NewFake(t0)
-	s, err := openFS(vfs.NewMem(), "/d", &Options{Clock: clk, Flush: FlushSync, SegmentSize: 1 << 20})
+	s, err := openFS(vfs.NewMem(), "/d", smallFiles(&Options{Clock: clk, Flush: FlushSync, SegmentSize: 1 << 20}))
 	require.NoError(t, err)
 	defer s.Close()
 	require.NoError(t, s.CreateTopic("d", TopicConfig{Queues: 1}))
@@ -357,7 +357,7 @@ func TestDelaySaveWakesTheDispatcher(t *testing.T) {
 func TestTimerBucketsBackAfterPowerLossDeliverOnce(t *testing.T) {
 	clk := clock.NewFake(t0)
 	ffs := vfs.NewFaulty(vfs.NewMem())
-	opts := &Options{Clock: clk, SegmentSize: 1 << 20, Flush: FlushSync}
+	opts := smallFiles(&Options{Clock: clk, SegmentSize: 1 << 20, Flush: FlushSync})
 	s, err := openFS(ffs, "/d", opts)
 	require.NoError(t, err)
 	require.NoError(t, s.CreateTopic("tm", TopicConfig{Queues: 1}))
@@ -376,7 +376,7 @@ func TestTimerBucketsBackAfterPowerLossDeliverOnce(t *testing.T) {
 	require.NoError(t, s.Close())
 
 	clk = clock.NewFake(clk.Now())
-	s, err = openFS(vfs.NewFaulty(img), "/d", &Options{Clock: clk, SegmentSize: 1 << 20, Flush: FlushSync})
+	s, err = openFS(vfs.NewFaulty(img), "/d", smallFiles(&Options{Clock: clk, SegmentSize: 1 << 20, Flush: FlushSync}))
 	require.NoError(t, err)
 	defer s.Close()
 	// A later timer: buckets go in order, so once it is delivered, the
@@ -508,7 +508,7 @@ func TestTimerProgressMovedBackIsSaved(t *testing.T) {
 // timerOptions is FlushAsync with no periodic flush while a test runs, so
 // that a power-loss image holds only what the test (or the store) synced.
 func timerOptions(clk clock.Clock) *Options {
-	return &Options{Clock: clk, SegmentSize: 1 << 20, Flush: FlushAsync, FlushInterval: time.Hour, FlushThoroughInterval: time.Hour}
+	return smallFiles(&Options{Clock: clk, SegmentSize: 1 << 20, Flush: FlushAsync, FlushInterval: time.Hour, FlushThoroughInterval: time.Hour})
 }
 
 // openTimerTopic opens a timerOptions store on fs, at "/d", with a

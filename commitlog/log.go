@@ -211,7 +211,7 @@ type Log struct {
 func (o *Options) validate() error {
 	var problems []error
 	if o.Dir == "" {
-		problems = append(problems, errors.New("Dir is empty"))
+		problems = append(problems, errors.New("empty Dir"))
 	}
 	if o.FS == nil {
 		o.FS = vfs.OS

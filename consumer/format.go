@@ -32,12 +32,6 @@ func encodeFile(magic uint32, v any) ([]byte, error) {
 	return cfgfile.Encode(magic, FormatVersion, v)
 }
 
-// decodeFile checks the frame of b (read from path) and unmarshals its body
-// into v. Every failure is an ErrCorrupt naming path.
-func decodeFile(path string, magic uint32, b []byte, v any) error {
-	return cfgfile.Decode(path, b, magic, FormatVersion, v)
-}
-
 // readConfig loads dir/name into v. A missing file leaves v untouched and
 // returns found = false.
 func readConfig(fs vfs.FS, dir, name string, magic uint32, v any) (found bool, err error) {

@@ -72,6 +72,15 @@ func (m *member) released() <-chan struct{} {
 // running handler calls finish (until ctx ends), commit, leave the group.
 // Immediate (ctx nil): cancel the handlers' contexts first. Idempotent.
 func (m *member) shutdown(ctx context.Context) error {
+	if ctx == nil {
+		return m.halt(context.Background(), false)
+	}
+	return m.halt(ctx, true)
+}
+
+// halt is shutdown with the mode explicit: graceful waits for running
+// handler calls until ctx ends; otherwise their contexts are cancelled first.
+func (m *member) halt(ctx context.Context, graceful bool) error {
 	m.startMu.Lock()
 	defer m.startMu.Unlock()
 	m.mu.Lock()
@@ -90,14 +99,14 @@ func (m *member) shutdown(ctx context.Context) error {
 		return nil
 	}
 	var err error
-	if ctx == nil {
+	if !graceful {
 		m.cancel()
 	}
 	left := m.g.leave(m)
 	m.g.rebalance() // the others start waiting for our queues' locks
 	close(m.stop)
 	<-m.loopDone
-	if ctx != nil {
+	if graceful {
 		select {
 		case <-m.released():
 		case <-ctx.Done():
@@ -120,7 +129,7 @@ func (m *member) setClosed() {
 }
 
 // close is the immediate shutdown.
-func (m *member) close() error { return m.shutdown(nil) }
+func (m *member) close() error { return m.halt(context.Background(), false) }
 
 // teardown stops the goroutines that remain once the control loop exited
 // and waits for them. Workers finish the batch they run (its context is

@@ -214,13 +214,6 @@ func (d *delayer) close() {
 	<-d.done
 }
 
-// pending is the number of items waiting.
-func (d *delayer) pending() int {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return len(d.mu.items)
-}
-
 type delayItem struct {
 	at  time.Time
 	seq uint64

@@ -114,7 +114,7 @@ func TestPushPauseResume(t *testing.T) {
 			defer s.Close()
 			ctx := context.Background()
 			require.NoError(t, s.CreateTopic("t", TopicConfig{Queues: 2}))
-			c, err := s.NewPushConsumer("g", ConsumerOptions{ConsumeFromWhere: ConsumeFromFirstOffset, Orderly: orderly, ConsumeBatchSize: 3})
+			c, err := s.NewPushConsumer("g", ConsumerOptions{ConsumeFromWhere: ConsumeFromFirstOffset, Orderly: orderly, ConsumeBatchSize: 3, Goroutines: 1})
 			require.NoError(t, err)
 			defer c.Close()
 			require.NoError(t, c.Subscribe("t", nil))
@@ -169,7 +169,7 @@ func TestPushPauseAcrossRebalance(t *testing.T) {
 	require.NoError(t, s.CreateTopic("t", TopicConfig{Queues: 4}))
 	rec := newRecorder()
 	start := func(name string) *PushConsumer {
-		c, err := s.NewPushConsumer("g", ConsumerOptions{InstanceName: name, ConsumeFromWhere: ConsumeFromFirstOffset})
+		c, err := s.NewPushConsumer("g", ConsumerOptions{InstanceName: name, ConsumeFromWhere: ConsumeFromFirstOffset, Goroutines: 1})
 		require.NoError(t, err)
 		require.NoError(t, c.Subscribe("t", nil))
 		require.NoError(t, c.Start(rec.handler(name)))
@@ -235,7 +235,7 @@ func TestPushUnsubscribePersisted(t *testing.T) {
 	require.NoError(t, s.CreateTopic("t2", TopicConfig{Queues: 2}))
 	rec := newRecorder()
 	start := func(s *Store, name string, topics ...string) *PushConsumer {
-		c, err := s.NewPushConsumer("g", ConsumerOptions{InstanceName: name, ConsumeFromWhere: ConsumeFromFirstOffset})
+		c, err := s.NewPushConsumer("g", ConsumerOptions{InstanceName: name, ConsumeFromWhere: ConsumeFromFirstOffset, Goroutines: 1})
 		require.NoError(t, err)
 		for _, tp := range topics {
 			require.NoError(t, c.Subscribe(tp, nil))

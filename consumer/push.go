@@ -155,6 +155,7 @@ func (c *PushConsumer) Start(h Handler) error {
 	err := m.start(func() {
 		m.h = h
 		m.work = newWorkQueue()
+		m.work.busy = &m.busy
 		m.delay = newDelayer(m.clk)
 		m.slots = make([]runSlot, m.o.Goroutines)
 		for i := range m.slots {
@@ -310,7 +311,7 @@ func (m *member) worker(slot int) {
 		if !ok {
 			return
 		}
-		m.busy.Add(1)
+		// pop counted the worker in m.busy (see workQueue.busy).
 		if m.o.Orderly {
 			m.consumeOrderly(p, slot)
 		} else {

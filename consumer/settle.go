@@ -27,10 +27,12 @@ func (mg *Manager) Idle() bool {
 }
 
 func (m *member) idle() bool {
-	if m.busy.Load() != 0 {
+	// The queue before busy: pop moves a token to busy under the
+	// queue's lock (see workQueue.busy).
+	if m.work != nil && !m.work.empty() {
 		return false
 	}
-	if m.work != nil && !m.work.empty() {
+	if m.busy.Load() != 0 {
 		return false
 	}
 	if m.delay != nil && m.delay.due() {

@@ -20,7 +20,7 @@ import (
 // locks, rebalancing, committed offsets and config files. The root package
 // creates one per Store. It is safe for concurrent use.
 //
-// Lock order: member.startMu, then group.rebalanceMu, Manager.mu,
+// Lock order: member.startMu or member.pauseMu (never both), then group.rebalanceMu, Manager.mu,
 // group.mu, member.mu, pq.mu; persistMu comes after group.mu (an offset
 // reset persists holding it); offsetTable.mu and the work queue's and
 // delayer's mutexes are leaves.

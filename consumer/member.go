@@ -99,6 +99,9 @@ type member struct {
 	// order.
 	startMu sync.Mutex
 	recMu   sync.Mutex // serialises reconcile; held while writing mu.pqs
+	// pauseMu serialises Pause, Resume and Unsubscribe, so the pause
+	// state each applies to the queues is the latest. Taken before mu.
+	pauseMu sync.Mutex
 
 	mu struct {
 		sync.Mutex

@@ -136,6 +136,8 @@ func (m *member) validatePause(op, topic string, queues []int) error {
 // setPaused applies Pause (on) or Resume to the member's pause state and
 // to the queues it holds.
 func (m *member) setPaused(op string, on bool, topic string, queues []int) error {
+	m.pauseMu.Lock()
+	defer m.pauseMu.Unlock()
 	if err := m.validatePause(op, topic, queues); err != nil {
 		return err
 	}
@@ -237,6 +239,8 @@ func (c *PushConsumer) Unsubscribe(topic string) error {
 }
 
 func (m *member) unsubscribe(topic string) error {
+	m.pauseMu.Lock()
+	defer m.pauseMu.Unlock()
 	if err := m.checkRunning("unsubscribe"); err != nil {
 		return err
 	}

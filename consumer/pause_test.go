@@ -194,3 +194,55 @@ func TestUnsubscribeWriteFailure(t *testing.T) {
 		t.Fatalf("Unsubscribe once the file is writable: %v", err)
 	}
 }
+
+// TestOrderlyPauseKeepsLock: a paused orderly queue keeps its group lock
+// (no other member may take it) and its committed offset, and shows as
+// paused in Stats; Resume clears it.
+func TestOrderlyPauseKeepsLock(t *testing.T) {
+	st := newFakeStore(nil)
+	defer st.close()
+	st.createTopic("t", 2)
+	mg, err := NewManager(st, ManagerOptions{FS: newMemFS(), Dir: cfgDir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mg.Close()
+	c, err := mg.NewPushConsumer("g", Options{InstanceName: "a", Orderly: true, ConsumeFromWhere: ConsumeFromFirstOffset})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Subscribe("t", nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(newCounter(1).handler("a")); err != nil {
+		t.Fatal(err)
+	}
+	q := Queue{Topic: "t", ID: 1}
+	if h := c.m.g.lockHolder(q); h != "a" {
+		t.Fatalf("lock of %s held by %q before Pause", q, h)
+	}
+	if err := c.Pause("t", 1); err != nil {
+		t.Fatal(err)
+	}
+	if h := c.m.g.lockHolder(q); h != "a" {
+		t.Fatalf("lock of %s held by %q while paused, want a", q, h)
+	}
+	var paused []Queue
+	for _, qs := range c.Stats().Queues {
+		if qs.Paused {
+			paused = append(paused, qs.Queue)
+		}
+	}
+	if !slices.Equal(paused, []Queue{q}) || !slices.Equal(c.Paused(), []Queue{q}) {
+		t.Fatalf("paused %v / %v, want [%s]", paused, c.Paused(), q)
+	}
+	if err := c.Resume("t"); err != nil {
+		t.Fatal(err)
+	}
+	if p := c.Paused(); len(p) != 0 {
+		t.Fatalf("paused %v after Resume", p)
+	}
+	if h := c.m.g.lockHolder(q); h != "a" {
+		t.Fatalf("lock of %s held by %q after Resume", q, h)
+	}
+}

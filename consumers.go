@@ -26,6 +26,10 @@ type (
 	//	Seek(topic string, queue int, offset int64) error
 	//	SeekToTime(t time.Time) error
 	//	Assignment() []consumer.Queue            // includes the group's %RETRY% queue
+	//	Pause(topic string, queues ...int) error // stop fetching and consuming (none listed: the whole topic)
+	//	Resume(topic string, queues ...int) error
+	//	Paused() []consumer.Queue
+	//	Unsubscribe(topic string) error          // give the topic's queues to the group; persisted
 	//	Stats() consumer.Stats
 	//	Group() string
 	//	ID() string

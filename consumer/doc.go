@@ -55,6 +55,14 @@
 // dropped (what its running handler calls still consume is not
 // committed) and taken again from there.
 //
+// A push consumer's Pause stops fetching and consuming a topic or some
+// of its queues (RocketMQ's Suspend): running handler calls finish, the
+// queue keeps its committed offset and its lock, and Resume goes on from
+// there. A pause is the member's, in memory: it holds across rebalances
+// (a paused topic's queues arrive paused) but not across a restart.
+// Unsubscribe gives a topic's queues back to the group and is persisted
+// (see PushConsumer.Unsubscribe).
+//
 // A PullConsumer buffers fetched messages per queue; Poll returns them,
 // blocking until one is there. Commit, CommitOffset and AutoCommit decide
 // what is committed; Seek and SeekToTime move the position.

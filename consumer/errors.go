@@ -15,8 +15,9 @@ var (
 	ErrNotFound = errs.ErrNotFound
 	// ErrInvalidArgument: a bad group name, option, topic, offset or count.
 	ErrInvalidArgument = errs.ErrInvalidArgument
-	// ErrTopicNotFound: Assign named a topic the store does not know
-	// (Subscribe accepts one: its queues are given out once it exists).
+	// ErrTopicNotFound: Assign, or Pause or Resume with queues, named a
+	// topic the store does not know (Subscribe accepts one: its queues are
+	// given out once it exists).
 	ErrTopicNotFound = errs.ErrTopicNotFound
 	// ErrGroupNotFound: Lag, Offsets or Group named a group never seen.
 	ErrGroupNotFound = errs.ErrGroupNotFound

@@ -1,7 +1,13 @@
 package consumer
 
 import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"path/filepath"
+
 	"github.com/mqlite/mqlite/internal/cfgfile"
+	"github.com/mqlite/mqlite/internal/errs"
 	"github.com/mqlite/mqlite/internal/vfs"
 )
 
@@ -23,6 +29,11 @@ const (
 	GroupsMagic uint32 = 0x4743514D
 	// FormatVersion is the version this package writes and reads.
 	FormatVersion uint32 = 1
+	// GroupsVersion is the newest GroupsFile version: version 2 adds the
+	// topics members unsubscribed from (PushConsumer.Unsubscribe). A
+	// GroupsFile without any is written as version FormatVersion, which
+	// older builds read; this build reads both.
+	GroupsVersion uint32 = 2
 
 	headerSize = cfgfile.HeaderSize
 )
@@ -30,6 +41,47 @@ const (
 // encodeFile frames the JSON of v.
 func encodeFile(magic uint32, v any) ([]byte, error) {
 	return cfgfile.Encode(magic, FormatVersion, v)
+}
+
+// groupsVersion is the version GroupsFile is written in for body: the
+// oldest that can hold it.
+func groupsVersion(body groupsBody) uint32 {
+	for _, r := range body.Groups {
+		if len(r.Unsubscribed) > 0 {
+			return GroupsVersion
+		}
+	}
+	return FormatVersion
+}
+
+// encodeGroups frames body in the version groupsVersion picks.
+func encodeGroups(body groupsBody) ([]byte, error) {
+	return cfgfile.Encode(GroupsMagic, groupsVersion(body), body)
+}
+
+// readGroups loads GroupsFile in either version; found is false when there
+// is none. A version 1 file naming unsubscribed topics is ErrCorrupt (no
+// build writes one).
+func readGroups(fs vfs.FS, dir string) (body groupsBody, found bool, err error) {
+	path := filepath.Join(dir, GroupsFile)
+	b, err := vfs.ReadFile(fs, path)
+	if errors.Is(err, vfs.ErrNotExist) {
+		return body, false, nil
+	}
+	if err != nil {
+		return body, false, fmt.Errorf("mqlite/consumer: read %s: %w", path, errs.Disk(err))
+	}
+	version := GroupsVersion
+	if len(b) >= 8 && binary.LittleEndian.Uint32(b[4:]) == FormatVersion {
+		version = FormatVersion
+	}
+	if err := cfgfile.Decode(path, b, GroupsMagic, version, &body); err != nil {
+		return body, false, err
+	}
+	if version == FormatVersion && groupsVersion(body) != FormatVersion {
+		return body, false, errs.Corrupt(path, 4, "version %d file lists unsubscribed topics (version %d only)", FormatVersion, GroupsVersion)
+	}
+	return body, true, nil
 }
 
 // readConfig loads dir/name into v. A missing file leaves v untouched and

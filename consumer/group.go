@@ -100,6 +100,9 @@ type groupRecord struct {
 	Orderly            bool           `json:"orderly,omitempty"`
 	MaxReconsumeTimes  int            `json:"maxReconsumeTimes"`
 	Subscriptions      []Subscription `json:"subscriptions"`
+	// Unsubscribed: per InstanceName, topics of Subscriptions that member
+	// unsubscribed from while other members kept them (GroupsVersion 2).
+	Unsubscribed []unsubRecord `json:"unsubscribed,omitempty"`
 }
 
 type groupsBody struct {
@@ -108,6 +111,7 @@ type groupsBody struct {
 
 func (r groupRecord) clone() groupRecord {
 	r.Subscriptions = slices.Clone(r.Subscriptions)
+	r.Unsubscribed = cloneUnsub(r.Unsubscribed)
 	return r
 }
 
@@ -145,6 +149,30 @@ func (r groupRecord) check() error {
 			return fmt.Errorf("group %s: two subscriptions to topic %s", r.Name, s.Topic)
 		}
 		topics[s.Topic] = true
+	}
+	return r.checkUnsubscribed(topics)
+}
+
+// checkUnsubscribed checks r.Unsubscribed: valid instance names, each
+// once, and topics among the subscriptions, each once.
+func (r groupRecord) checkUnsubscribed(subscribed map[string]bool) error {
+	seen := map[string]bool{}
+	for _, u := range r.Unsubscribed {
+		if err := validName(u.Instance); err != nil {
+			return fmt.Errorf("group %s: unsubscribed instance %q: %v", r.Name, u.Instance, err)
+		}
+		if seen[u.Instance] {
+			return fmt.Errorf("group %s: instance %s is listed twice as unsubscribed", r.Name, u.Instance)
+		}
+		seen[u.Instance] = true
+		if len(u.Topics) == 0 {
+			return fmt.Errorf("group %s: instance %s unsubscribed no topic", r.Name, u.Instance)
+		}
+		for i, t := range u.Topics {
+			if !subscribed[t] || slices.Contains(u.Topics[:i], t) {
+				return fmt.Errorf("group %s: instance %s unsubscribed %q, not a subscription or listed twice", r.Name, u.Instance, t)
+			}
+		}
 	}
 	return nil
 }
@@ -294,6 +322,13 @@ func (g *group) recordLocked(m *member, subs []*subscription) groupRecord {
 	}
 	for _, s := range all {
 		r.Subscriptions = append(r.Subscriptions, s)
+	}
+	r.Unsubscribed = cloneUnsub(g.mu.rec.Unsubscribed)
+	if name := m.o.InstanceName; name != "" {
+		for _, s := range subs {
+			// m subscribes to it again: no longer unsubscribed.
+			r.Unsubscribed = withoutTopic(r.Unsubscribed, func(inst, _ string) bool { return inst == name }, s.topic)
+		}
 	}
 	slices.SortFunc(r.Subscriptions, func(a, b Subscription) int { return cmpString(a.Topic, b.Topic) })
 	return r

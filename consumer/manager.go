@@ -20,7 +20,7 @@ import (
 // locks, rebalancing, committed offsets and config files. The root package
 // creates one per Store. It is safe for concurrent use.
 //
-// Lock order: member.startMu, then group.rebalanceMu, Manager.mu,
+// Lock order: member.startMu or member.pauseMu (never both), then group.rebalanceMu, Manager.mu,
 // group.mu, member.mu, pq.mu; persistMu comes after group.mu (an offset
 // reset persists holding it); offsetTable.mu and the work queue's and
 // delayer's mutexes are leaves.
@@ -86,8 +86,7 @@ func NewManager(st Store, o ManagerOptions) (*Manager, error) {
 
 // load reads both config files.
 func (mg *Manager) load() error {
-	var gb groupsBody
-	found, err := readConfig(mg.o.FS, mg.o.Dir, GroupsFile, GroupsMagic, &gb)
+	gb, found, err := readGroups(mg.o.FS, mg.o.Dir)
 	if err != nil {
 		return fmt.Errorf("mqlite/consumer: load groups: %w", err)
 	}
@@ -102,7 +101,7 @@ func (mg *Manager) load() error {
 			}
 			mg.mu.groups[r.Name] = newGroup(mg, r)
 		}
-		mg.lastGroups, _ = encodeFile(GroupsMagic, gb)
+		mg.lastGroups, _ = encodeGroups(gb)
 	}
 	recs, found, err := loadOffsetsFile(mg.o)
 	if err != nil {
@@ -239,6 +238,11 @@ func (mg *Manager) writeIfChanged(name string, magic uint32, v any, last *[]byte
 	if err != nil {
 		return err
 	}
+	return mg.writeBytesIfChanged(name, b, last)
+}
+
+// writeBytesIfChanged writes b to name unless it equals *last.
+func (mg *Manager) writeBytesIfChanged(name string, b []byte, last *[]byte) error {
 	if bytes.Equal(b, *last) {
 		return nil
 	}
@@ -263,7 +267,11 @@ func (mg *Manager) saveGroups() error {
 		}
 		body.Groups = append(body.Groups, r.clone())
 	}
-	return mg.writeIfChanged(GroupsFile, GroupsMagic, body, &mg.lastGroups)
+	b, err := encodeGroups(body)
+	if err != nil {
+		return err
+	}
+	return mg.writeBytesIfChanged(GroupsFile, b, &mg.lastGroups)
 }
 
 // ClampOffsets lowers every committed offset past its queue's end (the

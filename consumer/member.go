@@ -99,6 +99,9 @@ type member struct {
 	// order.
 	startMu sync.Mutex
 	recMu   sync.Mutex // serialises reconcile; held while writing mu.pqs
+	// pauseMu serialises Pause, Resume and Unsubscribe, so the pause
+	// state each applies to the queues is the latest. Taken before mu.
+	pauseMu sync.Mutex
 
 	mu struct {
 		sync.Mutex
@@ -106,11 +109,12 @@ type member struct {
 		subs        map[string]*subscription
 		manual      bool
 		target      map[Queue]*subscription
-		pqs         map[Queue]*pq // pending or active queues
-		list        []*pq         // pqs sorted by queue (Poll order)
-		live        int           // pqs not yet released, draining ones included
-		allReleased chan struct{} // closed when live drops to 0 (when non-nil)
-		rr          int           // pull: where the next Poll starts
+		pqs         map[Queue]*pq        // pending or active queues
+		list        []*pq                // pqs sorted by queue (Poll order)
+		live        int                  // pqs not yet released, draining ones included
+		allReleased chan struct{}        // closed when live drops to 0 (when non-nil)
+		rr          int                  // pull: where the next Poll starts
+		paused      map[string]*pauseSet // push: topic -> paused queues (Pause)
 	}
 
 	stats counters
@@ -274,6 +278,7 @@ func (m *member) reconcile() {
 		p := m.mu.pqs[q]
 		if p == nil {
 			p = newPQ(m, q, s)
+			p.mu.paused = m.pausedLocked(q) // not shared yet
 			m.mu.pqs[q] = p
 			m.mu.live++
 		}

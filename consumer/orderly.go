@@ -14,7 +14,7 @@ const orderlyBatchesPerTask = 32
 func (m *member) consumeOrderly(p *pq, slot int) {
 	for range orderlyBatchesPerTask {
 		p.mu.Lock()
-		if !p.consumableLocked() || p.mu.msgs.len() == 0 {
+		if !p.consumableLocked() || p.mu.paused || p.mu.msgs.len() == 0 {
 			p.mu.consuming = false
 			p.mu.Unlock()
 			return

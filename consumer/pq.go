@@ -78,6 +78,10 @@ type pq struct {
 		pullCancel context.CancelFunc
 
 		fetchErr error // the last Pull failure, until a Pull delivers or a Seek (QueueStats.FetchError)
+
+		// paused (push, PushConsumer.Pause): no pull starts and no
+		// batch is handed to a handler; the lock and offsets are kept.
+		paused bool
 	}
 }
 
@@ -290,11 +294,14 @@ func (p *pq) waitRoom(ctx context.Context) (from int64, n int, gen uint64, ok bo
 			return 0, 0, 0, false
 		}
 		n, from, gen = p.roomLocked(), p.mu.next, p.mu.gen
+		held := p.mu.paused
 		p.mu.Unlock()
-		if n > 0 {
+		if held {
+			n = 0 // paused: wait for Resume (it signals space)
+		} else if n > 0 {
 			return from, n, gen, true
 		}
-		if !paused {
+		if !paused && !held {
 			paused = true
 			p.m.stats.flowControlled.Add(1)
 		}
@@ -494,7 +501,7 @@ func (p *pq) deliver(gen uint64, msgs []*message.MessageExt, next int64, full bo
 		if p.mu.msgs.len() == 0 {
 			p.commitLocked()
 		}
-		if !p.mu.consuming && p.mu.msgs.len() > 0 {
+		if !p.mu.consuming && !p.mu.paused && p.mu.msgs.len() > 0 {
 			p.mu.consuming = true
 			tokens = 1
 		}
@@ -502,7 +509,9 @@ func (p *pq) deliver(gen uint64, msgs []*message.MessageExt, next int64, full bo
 		if len(msgs) == 0 {
 			p.commitLocked()
 		}
-		tokens = (len(msgs) + m.o.ConsumeBatchSize - 1) / m.o.ConsumeBatchSize
+		if !p.mu.paused {
+			tokens = (len(msgs) + m.o.ConsumeBatchSize - 1) / m.o.ConsumeBatchSize
+		}
 	}
 	p.mu.Unlock()
 	if m.kind == kindPull {

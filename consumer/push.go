@@ -155,6 +155,7 @@ func (c *PushConsumer) Start(h Handler) error {
 	err := m.start(func() {
 		m.h = h
 		m.work = newWorkQueue()
+		m.work.busy = &m.busy
 		m.delay = newDelayer(m.clk)
 		m.slots = make([]runSlot, m.o.Goroutines)
 		for i := range m.slots {
@@ -185,8 +186,15 @@ func (m *member) restoreSubscriptions() error {
 		return nil
 	}
 	var recs []Subscription
-	if gi, err := m.mg.Group(m.group); err == nil {
-		recs = gi.Subscriptions
+	if g, err := m.mg.lookup(m.group); err == nil {
+		g.mu.Lock()
+		skip := g.mu.rec.unsubscribedBy(m.o.InstanceName)
+		for _, s := range g.mu.rec.Subscriptions {
+			if !skip[s.Topic] { // this instance unsubscribed from it
+				recs = append(recs, s)
+			}
+		}
+		g.mu.Unlock()
 	}
 	if len(recs) == 0 {
 		return fmt.Errorf("mqlite/consumer: group %s: no subscription: %w", m.group, ErrInvalidArgument)
@@ -303,7 +311,7 @@ func (m *member) worker(slot int) {
 		if !ok {
 			return
 		}
-		m.busy.Add(1)
+		// pop counted the worker in m.busy (see workQueue.busy).
 		if m.o.Orderly {
 			m.consumeOrderly(p, slot)
 		} else {
@@ -457,7 +465,7 @@ func (m *member) consumeConcurrent(p *pq, slot int) {
 // goroutines idle), and then its worker takes batches one at a time until
 // its calls are short again.
 func (m *member) takeRunLocked(p *pq, run [][]*message.MessageExt, claim, runs bool) int {
-	if len(run) == 0 || !p.consumableLocked() || (claim && !p.claimNext()) {
+	if len(run) == 0 || !p.consumableLocked() || p.mu.paused || (claim && !p.claimNext()) {
 		return 0
 	}
 	if run[0] = m.takeLocked(p); run[0] == nil {
@@ -478,7 +486,7 @@ func (m *member) takeRunLocked(p *pq, run [][]*message.MessageExt, claim, runs b
 // takeLocked takes p's next batch (a local redelivery first) for a
 // handler call, or returns nil.
 func (m *member) takeLocked(p *pq) []*message.MessageExt {
-	if !p.consumableLocked() {
+	if !p.consumableLocked() || p.mu.paused {
 		return nil
 	}
 	var batch []*message.MessageExt
@@ -584,7 +592,10 @@ func (p *pq) redeliver(batch []*message.MessageExt) {
 		return
 	}
 	p.mu.retry = append(p.mu.retry, batch)
+	paused := p.mu.paused // Resume announces it
 	p.mu.Unlock()
 	p.m.stats.redelivered.Add(int64(len(batch)))
-	p.m.work.push(p, 1)
+	if !paused {
+		p.m.work.push(p, 1)
+	}
 }

@@ -27,10 +27,12 @@ func (mg *Manager) Idle() bool {
 }
 
 func (m *member) idle() bool {
-	if m.busy.Load() != 0 {
+	// The queue before busy: pop moves a token to busy under the
+	// queue's lock (see workQueue.busy).
+	if m.work != nil && !m.work.empty() {
 		return false
 	}
-	if m.work != nil && !m.work.empty() {
+	if m.busy.Load() != 0 {
 		return false
 	}
 	if m.delay != nil && m.delay.due() {
@@ -66,6 +68,7 @@ func (p *pq) idle() bool {
 	p.mu.Lock()
 	state, next, running := p.mu.state, p.mu.next, p.mu.running
 	cached, retries, consuming, fetchErr := p.mu.msgs.len(), len(p.mu.retry), p.mu.consuming, p.mu.fetchErr
+	paused := p.mu.paused
 	room := 1
 	if m.kind == kindPull {
 		room = p.roomLocked()
@@ -74,7 +77,11 @@ func (p *pq) idle() bool {
 	switch {
 	case state == pqReleased:
 		return true
-	case state != pqActive, running > 0, retries > 0:
+	case state != pqActive, running > 0:
+		return false
+	case paused:
+		return true // waits for Resume
+	case retries > 0:
 		return false
 	case m.kind == kindPush && cached > 0 && !(m.o.Orderly && consuming):
 		return false

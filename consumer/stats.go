@@ -63,6 +63,8 @@ type QueueStats struct {
 	// past it (pull: Seek; the store's Verify lists what is damaged), or,
 	// with Options.SkipDamaged, steps over it at once.
 	FetchError error
+	// Paused is true while PushConsumer.Pause holds the queue.
+	Paused bool
 }
 
 type counters struct {
@@ -97,7 +99,7 @@ func (m *member) statsSnapshot() Stats {
 	for _, p := range m.activeList() {
 		p.mu.Lock()
 		qs := QueueStats{Queue: p.q, Active: p.mu.state == pqActive, NextOffset: p.mu.next, Committed: -1,
-			CachedCount: p.mu.cachedN, CachedBytes: p.mu.cachedBytes, Running: p.mu.running, FetchError: p.mu.fetchErr}
+			CachedCount: p.mu.cachedN, CachedBytes: p.mu.cachedBytes, Running: p.mu.running, FetchError: p.mu.fetchErr, Paused: p.mu.paused}
 		p.mu.Unlock()
 		if off, ok := m.mg.offsets.get(p.key); ok {
 			qs.Committed = off

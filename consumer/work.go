@@ -3,6 +3,7 @@ package consumer
 import (
 	"container/heap"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mqlite/mqlite/clock"
@@ -21,7 +22,12 @@ import (
 type workQueue struct {
 	signal chan struct{} // cap 1: a token may be waiting (see wake)
 	quit   chan struct{}
-	mu     struct {
+	// busy, when set, counts a worker as busy from the moment pop gives
+	// it a token, under the same lock, so that Settle's idle check
+	// (which looks at the queue first, then at busy) never sees the
+	// token in neither place.
+	busy *atomic.Int32
+	mu   struct {
 		sync.Mutex
 		items []tokenRun
 		head  int
@@ -107,6 +113,9 @@ func (w *workQueue) pop() (*pq, bool) {
 				w.mu.items, w.mu.head = w.mu.items[:n], 0
 			}
 			if take {
+				if w.busy != nil {
+					w.busy.Add(1)
+				}
 				send := w.mu.head < len(w.mu.items) && w.wakeLocked()
 				w.mu.Unlock()
 				if send {

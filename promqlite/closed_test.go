@@ -187,3 +187,15 @@ func TestCollectorFileStore(t *testing.T) {
 		t.Errorf("disk size %v below used %v", got["mqlite_disk_size_bytes"], got["mqlite_disk_used_bytes"])
 	}
 }
+
+// TestCollectorBadConstLabels: invalid constant labels, or one that
+// clashes with a variable label, make Register fail, not a scrape panic.
+func TestCollectorBadConstLabels(t *testing.T) {
+	f := newFixture(t)
+	for _, l := range []prometheus.Labels{{"__reserved": "x"}, {"topic": "x"}, {"group": "x"}} {
+		err := prometheus.NewPedanticRegistry().Register(promqlite.NewCollector(f.s, promqlite.WithConstLabels(l)))
+		if err == nil {
+			t.Errorf("const labels %v: registered, want an error", l)
+		}
+	}
+}

@@ -7,11 +7,9 @@ import (
 	"sync/atomic"
 
 	"github.com/mqlite/mqlite"
+	"github.com/mqlite/mqlite/topic"
 	"github.com/prometheus/client_golang/prometheus"
 )
-
-// dlqPrefix starts a consumer group's dead-letter topic (topic.DLQPrefix).
-const dlqPrefix = "%DLQ%"
 
 // collector is the prometheus.Collector NewCollector returns.
 type collector struct {
@@ -24,7 +22,9 @@ type collector struct {
 // NewCollector returns a prometheus.Collector exporting s: see the
 // package documentation for what a scrape reads and the README for the
 // metric list. It is safe for concurrent scrapes and keeps working, with
-// mqlite_up 0, after s is closed.
+// mqlite_up 0, after s is closed; a nil s gives a collector whose every
+// scrape reports mqlite_up 0 and counts an error. Bad constant labels
+// (WithConstLabels) make registering the collector fail with an error.
 func NewCollector(s *mqlite.Store, opts ...Option) prometheus.Collector {
 	cfg := config{perQueue: true}
 	for _, o := range opts {
@@ -124,7 +124,7 @@ func (c *collector) collectTopics(ch chan<- prometheus.Metric, topics []mqlite.T
 	for _, t := range topics {
 		ch <- gauge(d.topicMessages, float64(t.Messages), t.Name, strconv.FormatBool(t.System))
 		ch <- gauge(d.topicQueues, float64(len(t.Queues)), t.Name)
-		if group, ok := strings.CutPrefix(t.Name, dlqPrefix); ok && t.System {
+		if group, ok := strings.CutPrefix(t.Name, topic.DLQPrefix); ok && t.System {
 			ch <- gauge(d.dlq, float64(t.Messages), group)
 		}
 		if d.queueMessages == nil {

@@ -1,12 +1,15 @@
 package promqlite_test
 
 import (
+	"context"
 	"flag"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/mqlite/mqlite"
 	"github.com/mqlite/mqlite/promqlite"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -154,4 +157,57 @@ func TestCollectorLint(t *testing.T) {
 			t.Errorf("%s: linted only %d series", name, n)
 		}
 	}
+}
+
+// TestCollectorBroadcasting: a broadcasting group's progress is per
+// instance, under consumer_instance; without queue labels it is summed
+// per topic over queues and instances.
+func TestCollectorBroadcasting(t *testing.T) {
+	f := newFixture(t)
+	for _, inst := range []string{"i1", "i2"} {
+		bc, err := f.s.NewPullConsumer("audit", mqlite.ConsumerOptions{Model: mqlite.Broadcasting,
+			InstanceName: inst, ConsumeFromWhere: mqlite.ConsumeFromFirstOffset})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer bc.Close()
+		if err := bc.Assign("orders", nil, 0); err != nil {
+			t.Fatal(err)
+		}
+		if inst == "i1" { // consumes one message of queue 0
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second) // bounds a failure only
+			defer cancel()
+			if msgs, err := bc.Poll(ctx, 1); err != nil || len(msgs) != 1 {
+				t.Fatalf("Poll: %v, %d messages", err, len(msgs))
+			}
+			if err := bc.Commit(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	lag := "mqlite_consumer_lag_messages"
+	compare(t, promqlite.NewCollector(f.s), `
+# HELP mqlite_consumer_lag_messages Messages the consumer group has not consumed from the queue.
+# TYPE mqlite_consumer_lag_messages gauge
+mqlite_consumer_lag_messages{consumer_instance="i1",group="audit",queue="0",topic="orders"} 2
+mqlite_consumer_lag_messages{consumer_instance="i2",group="audit",queue="0",topic="orders"} 3
+mqlite_consumer_lag_messages{consumer_instance="",group="billing",queue="0",topic="orders"} 1
+mqlite_consumer_lag_messages{consumer_instance="",group="billing",queue="1",topic="orders"} 0
+# HELP mqlite_consumer_committed_offset Committed offset of the consumer group: the next offset it consumes from the queue.
+# TYPE mqlite_consumer_committed_offset gauge
+mqlite_consumer_committed_offset{consumer_instance="i1",group="audit",queue="0",topic="orders"} 1
+mqlite_consumer_committed_offset{consumer_instance="i2",group="audit",queue="0",topic="orders"} 0
+mqlite_consumer_committed_offset{consumer_instance="",group="billing",queue="0",topic="orders"} 2
+mqlite_consumer_committed_offset{consumer_instance="",group="billing",queue="1",topic="orders"} 1
+# HELP mqlite_consumer_group_members Live members of the consumer group.
+# TYPE mqlite_consumer_group_members gauge
+mqlite_consumer_group_members{group="audit"} 2
+mqlite_consumer_group_members{group="billing"} 1
+`, lag, "mqlite_consumer_committed_offset", "mqlite_consumer_group_members")
+	compare(t, promqlite.NewCollector(f.s, promqlite.WithoutQueueLabels()), `
+# HELP mqlite_consumer_lag_messages Messages the consumer group has not consumed from the topic (queue labels dropped).
+# TYPE mqlite_consumer_lag_messages gauge
+mqlite_consumer_lag_messages{group="audit",topic="orders"} 5
+mqlite_consumer_lag_messages{group="billing",topic="orders"} 1
+`, lag)
 }

@@ -2,6 +2,7 @@ package promqlite
 
 import (
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -71,7 +72,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 }
 
 // errNilStore is a scrape of a collector made with a nil Store.
-var errNilStore = errors.New("promqlite: nil *mqlite.Store")
+var errNilStore = fmt.Errorf("promqlite: nil *mqlite.Store: %w", mqlite.ErrInvalidArgument)
 
 func (c *collector) stats() (mqlite.Stats, error) {
 	if c.s == nil {

@@ -219,3 +219,20 @@ func TestDiskFullPolicyOption(t *testing.T) {
 	require.Equal(t, "DiskFullDeleteOldest", DiskFullDeleteOldest.String())
 	require.Equal(t, "DiskFullPolicy(7)", DiskFullPolicy(7).String())
 }
+
+// Stats.Disk reports the volume as the disk-ratio options see it, and
+// nothing where the file system cannot tell.
+func TestStatsDisk(t *testing.T) {
+	mem := vfs.NewMem()
+	s := openFilled(t, mem, Options{})
+	st, err := s.Stats()
+	require.NoError(t, err)
+	require.Equal(t, DiskStats{}, st.Disk, "no capacity set: unknown")
+
+	setUse(s, mem, 0.8)
+	st, err = s.Stats()
+	require.NoError(t, err)
+	used, total, _ := mem.Usage("/")
+	require.Equal(t, DiskStats{Known: true, Used: used, Total: total, Ratio: float64(used) / float64(total)}, st.Disk)
+	require.InDelta(t, 0.8, st.Disk.Ratio, 0.01)
+}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/mqlite/mqlite/consumequeue"
 	"github.com/mqlite/mqlite/internal/errs"
+	"github.com/mqlite/mqlite/internal/vfs"
 	"github.com/mqlite/mqlite/topic"
 )
 
@@ -31,6 +32,24 @@ type Stats struct {
 	Throughput ThroughputStats
 	// Retention counts what retention deleted before its retention age.
 	Retention RetentionStats
+	// Disk is the use of the volume holding the store, as the disk-ratio
+	// options see it.
+	Disk DiskStats
+}
+
+// DiskStats are the use of the volume holding the store, counted as df
+// counts it: Used / Total is df's percentage (blocks reserved for root
+// count neither as used nor as available). Known is false where the file
+// system cannot tell (an in-memory store, or a platform without the probe);
+// the other fields are then zero.
+type DiskStats struct {
+	Known bool
+	// Used and Total are bytes: Total is Used plus what an unprivileged
+	// writer can still use.
+	Used, Total uint64
+	// Ratio is Used / Total, what DiskMaxUsedRatio, CleanRatio and
+	// ForceCleanRatio are compared with.
+	Ratio float64
 }
 
 // CommitLogStats are the CommitLog's positions, as global byte offsets.
@@ -105,6 +124,9 @@ func (s *Store) Stats() (Stats, error) {
 		DispatchLag: max(wrote-dispatched, 0)}
 	st.Throughput = s.metrics.snapshot(s)
 	st.Retention = RetentionStats{EarlySegments: s.early.segments.Load(), EarlyBytes: s.early.bytes.Load()}
+	if used, total, ok, err := vfs.Usage(s.fs, s.dir); err == nil && ok {
+		st.Disk = DiskStats{Known: true, Used: used, Total: total, Ratio: float64(used) / float64(total)}
+	}
 
 	byTopic := map[string][]consumequeue.QueueID{}
 	for _, id := range s.disp.cq.Queues() {

@@ -33,13 +33,6 @@ func NewCollector(s *mqlite.Store, opts ...Option) prometheus.Collector {
 			o(&cfg)
 		}
 	}
-	if cfg.diskUsage == nil {
-		dir := ""
-		if s != nil {
-			dir = s.Dir()
-		}
-		cfg.diskUsage = volumeUsage(dir)
-	}
 	return &collector{s: s, cfg: cfg, d: newDescs(&cfg)}
 }
 
@@ -66,7 +59,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- gauge(c.d.up, 1)
 	ch <- counter(c.d.scrapeErrors, c.errors.Load())
 	c.collectStore(ch, st)
-	c.collectDisk(ch)
+	c.collectDisk(ch, st.Disk)
 	c.collectTopics(ch, st.Topics)
 	c.collectGroups(ch, st.Groups)
 }
@@ -107,10 +100,17 @@ func (c *collector) collectStore(ch chan<- prometheus.Metric, st mqlite.Stats) {
 	ch <- gauge(d.pendingTx, float64(st.PendingTransactions))
 }
 
-// collectDisk sends the volume's use, if it can be read.
-func (c *collector) collectDisk(ch chan<- prometheus.Metric) {
-	used, total, err := c.cfg.diskUsage()
-	if err != nil || total == 0 {
+// collectDisk sends the volume's use, if it can be read: from
+// WithDiskUsage's function if one was given, else from Stats.
+func (c *collector) collectDisk(ch chan<- prometheus.Metric, disk mqlite.DiskStats) {
+	used, total := disk.Used, disk.Total
+	if c.cfg.diskUsage != nil {
+		var err error
+		if used, total, err = c.cfg.diskUsage(); err != nil {
+			return
+		}
+	}
+	if total == 0 {
 		return
 	}
 	ch <- gauge(c.d.diskRatio, float64(used)/float64(total))

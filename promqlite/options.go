@@ -2,10 +2,7 @@ package promqlite
 
 import (
 	"maps"
-	"os"
-	"path/filepath"
 
-	"github.com/mqlite/mqlite/internal/vfs"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -33,8 +30,9 @@ func WithoutQueueLabels() Option {
 }
 
 // WithDiskUsage sets where the mqlite_disk_* gauges come from. By default
-// they report the volume holding Store.Dir when that directory holds a
-// store's files, and are absent for an in-memory store. A nil fn turns
+// they report Stats.Disk, the volume holding the store as its disk-ratio
+// options see it, and are absent where that is unknown (an in-memory
+// store). A nil fn turns
 // them off; a fn that fails or reports a total of 0 leaves them out of
 // that scrape.
 func WithDiskUsage(fn DiskUsageFunc) Option {
@@ -55,19 +53,3 @@ func WithConstLabels(l prometheus.Labels) Option {
 
 // noDiskUsage reports nothing: the disk gauges are left out.
 func noDiskUsage() (used, total uint64, err error) { return 0, 0, nil }
-
-// volumeUsage reports the volume holding dir if dir holds a store (its
-// lock file), and nothing otherwise (an in-memory store's Dir is only a
-// name).
-func volumeUsage(dir string) DiskUsageFunc {
-	return func() (used, total uint64, err error) {
-		if dir == "" {
-			return 0, 0, nil
-		}
-		if _, err := os.Stat(filepath.Join(dir, "lock")); err != nil {
-			return 0, 0, nil
-		}
-		used, total, _, err = vfs.Usage(vfs.OS, dir)
-		return used, total, err
-	}
-}

@@ -11,9 +11,9 @@ import (
 	"github.com/mqlite/mqlite/clock"
 	"github.com/mqlite/mqlite/commitlog"
 	"github.com/mqlite/mqlite/internal/errs"
-	"github.com/mqlite/mqlite/internal/vfs"
 	"github.com/mqlite/mqlite/message"
 	"github.com/mqlite/mqlite/topic"
+	"github.com/mqlite/mqlite/vfs"
 )
 
 // FlushMode says when a message counts as stored.

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mqlite/mqlite/internal/vfs"
+	"github.com/mqlite/mqlite/vfs"
 )
 
 // TestSegmentPaging checks how a store's write segment is paged in: a

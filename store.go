@@ -17,9 +17,9 @@ import (
 	"github.com/mqlite/mqlite/flush"
 	"github.com/mqlite/mqlite/indexfile"
 	"github.com/mqlite/mqlite/internal/errs"
-	"github.com/mqlite/mqlite/internal/vfs"
 	"github.com/mqlite/mqlite/topic"
 	"github.com/mqlite/mqlite/txn"
+	"github.com/mqlite/mqlite/vfs"
 )
 
 const (

@@ -13,8 +13,8 @@ import (
 	"github.com/mqlite/mqlite/commitlog"
 	"github.com/mqlite/mqlite/consumequeue"
 	"github.com/mqlite/mqlite/internal/errs"
-	"github.com/mqlite/mqlite/internal/vfs"
 	"github.com/mqlite/mqlite/message"
+	"github.com/mqlite/mqlite/vfs"
 )
 
 const (

@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mqlite/mqlite/internal/vfs"
+	"github.com/mqlite/mqlite/vfs"
 )
 
 const benchSegment = 256 << 20

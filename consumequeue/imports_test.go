@@ -14,7 +14,7 @@ import (
 // package or commitlog.
 func TestImports(t *testing.T) {
 	allowed := map[string]bool{
-		"github.com/mqlite/mqlite/internal/vfs":  true,
+		"github.com/mqlite/mqlite/vfs":           true,
 		"github.com/mqlite/mqlite/internal/errs": true,
 	}
 	names, err := os.ReadDir(".")

@@ -50,7 +50,7 @@ func fsRequireAll(t *testing.T, s *mqlite.Store, acked map[string]string) {
 // file system reopens with every acknowledged message.
 func TestOptionsFSSyncErrorFences(t *testing.T) {
 	faulty := vfs.NewFaulty(vfs.NewMem())
-	opts := &mqlite.Options{FS: faulty, Flush: mqlite.FlushSync, SyncFlushTimeout: time.Hour}
+	opts := &mqlite.Options{FS: faulty, Flush: mqlite.FlushSync, SyncFlushTimeout: time.Hour, SegmentSize: 1 << 20}
 	s, err := mqlite.Open("/fenced", opts)
 	require.NoError(t, err)
 	acked := fsPut(t, s, 0, 20)

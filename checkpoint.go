@@ -8,7 +8,7 @@ import (
 
 	"github.com/mqlite/mqlite/consumequeue"
 	"github.com/mqlite/mqlite/internal/errs"
-	"github.com/mqlite/mqlite/internal/vfs"
+	"github.com/mqlite/mqlite/vfs"
 )
 
 // The checkpoint file records how far the CommitLog is known durable, how

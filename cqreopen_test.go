@@ -24,7 +24,7 @@ import (
 	"github.com/mqlite/mqlite/commitlog"
 	"github.com/mqlite/mqlite/consumequeue"
 	"github.com/mqlite/mqlite/indexfile"
-	"github.com/mqlite/mqlite/internal/vfs"
+	"github.com/mqlite/mqlite/vfs"
 )
 
 const (

@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mqlite/mqlite/clock"
-	"github.com/mqlite/mqlite/internal/vfs"
+	"github.com/mqlite/mqlite/vfs"
 )
 
 // TestIndexesBehindAreRebuilt: with the dispatcher held, 10,000 messages

@@ -174,8 +174,9 @@
 // (derived indexes, usable alone), flush (group commit and periodic
 // flush), message (message model, payload layout, IDs), topic (registry
 // and names), producer, consumer, filter, txn, clock (injectable time),
-// internal/vfs (the file seam, with the in-memory and fault-injecting
-// implementations used by tests), cmd/mqlite (the admin tool), bench (a
+// vfs (the public file seam, with the in-memory and fault-injecting
+// implementations; Options.FS runs a Store on any of them, for your own
+// fault and power-loss tests), cmd/mqlite (the admin tool), bench (a
 // separate module comparing mqlite with its peers). examples/quickstart is
 // the README's demo; examples/storage builds a broker core on commitlog,
 // consumequeue and indexfile alone.

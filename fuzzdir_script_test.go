@@ -28,7 +28,7 @@ import (
 
 	"github.com/mqlite/mqlite/commitlog"
 	"github.com/mqlite/mqlite/consumer"
-	"github.com/mqlite/mqlite/internal/vfs"
+	"github.com/mqlite/mqlite/vfs"
 )
 
 type mutKind uint8

@@ -26,8 +26,8 @@ import (
 
 	"github.com/mqlite/mqlite/consumequeue"
 	"github.com/mqlite/mqlite/indexfile"
-	"github.com/mqlite/mqlite/internal/vfs"
 	"github.com/mqlite/mqlite/topic"
+	"github.com/mqlite/mqlite/vfs"
 )
 
 // fzWatchdog bounds one input: Open, Verify, the reads and Close of a

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/mqlite/mqlite/internal/errs"
-	"github.com/mqlite/mqlite/internal/vfs"
+	"github.com/mqlite/mqlite/vfs"
 )
 
 // guard is the store-side protection of the write path: sends fail fast

@@ -14,8 +14,8 @@ import (
 	"testing"
 
 	"github.com/mqlite/mqlite/clock"
-	"github.com/mqlite/mqlite/internal/vfs"
 	"github.com/mqlite/mqlite/topic"
+	"github.com/mqlite/mqlite/vfs"
 )
 
 var nameGrammar = regexp.MustCompile(`^[A-Za-z0-9_|%-]+$`)

@@ -11,9 +11,9 @@ import (
 	"github.com/mqlite/mqlite/clock"
 	"github.com/mqlite/mqlite/commitlog"
 	"github.com/mqlite/mqlite/internal/errs"
-	"github.com/mqlite/mqlite/internal/vfs"
 	"github.com/mqlite/mqlite/message"
 	"github.com/mqlite/mqlite/topic"
+	"github.com/mqlite/mqlite/vfs"
 )
 
 // FlushMode says when a message counts as stored.
@@ -46,8 +46,18 @@ func (m FlushMode) String() string {
 type Options struct {
 	Flush FlushMode // default FlushAsync (RocketMQ's default)
 	// InMemory keeps everything in memory (no files; dir is only a name).
-	// Semantics are otherwise the same; for tests.
+	// Semantics are otherwise the same; for tests. It is a shorthand for
+	// FS set to a fresh vfs.NewMem() (with smaller default file sizes),
+	// and cannot be combined with FS (ErrInvalidArgument).
 	InMemory bool
+	// FS is the file system the store runs on; nil means the operating
+	// system's (vfs.OS). Give it a vfs.NewMem() to keep a store in memory
+	// across Close and Open, or a vfs.NewFaulty wrapper to test how your
+	// code meets failing syncs, full disks and power loss (see package vfs
+	// for the contract an FS keeps). ReadOnly and FileMode apply on top of
+	// it; the default file sizes are those of a store on disk. Setting
+	// both FS and InMemory is ErrInvalidArgument.
+	FS vfs.FS
 	// ReadOnly opens an existing store for reading only, beside the
 	// process that owns it (or while none does), as bbolt's and Pebble's
 	// read-only modes do, but without any lock: it takes no lock, creates,
@@ -217,6 +227,9 @@ func (o *Options) withDefaults() (Options, error) {
 		c = *o
 	}
 	var problems []error
+	if c.FS != nil && c.InMemory {
+		problems = append(problems, errors.New("FS with InMemory: InMemory is a fresh in-memory FS, set one or the other"))
+	}
 	if c.ReadOnly && c.InMemory {
 		problems = append(problems, errors.New("ReadOnly with InMemory: a new in-memory store has nothing to read"))
 	}
@@ -341,6 +354,20 @@ func (o *Options) withDefaults() (Options, error) {
 		return c, fmt.Errorf("mqlite: bad options: %w: %w", errs.ErrInvalidArgument, errors.Join(problems...))
 	}
 	return c, nil
+}
+
+// fileSystem is the file seam Open runs on: Options.FS, a fresh MemFS for
+// InMemory, else the OS. (FS with InMemory is refused by withDefaults.)
+func (o *Options) fileSystem() vfs.FS {
+	switch {
+	case o == nil:
+		return vfs.OS
+	case o.FS != nil:
+		return o.FS
+	case o.InMemory:
+		return vfs.NewMem()
+	}
+	return vfs.OS
 }
 
 // maxRecordSize is the CommitLog record limit implied by the body limit.

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mqlite/mqlite/internal/vfs"
+	"github.com/mqlite/mqlite/internal/procio"
 )
 
 // TestSegmentPaging checks how a store's write segment is paged in: a
@@ -24,14 +24,14 @@ func TestSegmentPaging(t *testing.T) {
 		if _, err := s.Put(context.Background(), &Message{Topic: "t", Body: []byte("x")}, 0); err != nil {
 			t.Fatal(err)
 		}
-		v, ok := vfs.SmapsField(filepath.Join(dir, "commitlog", "00000000000000000000"), "VmFlags:")
+		v, ok := procio.SmapsField(filepath.Join(dir, "commitlog", "00000000000000000000"), "VmFlags:")
 		s.Close()
 		if !ok {
 			t.Skip("no smaps entry for the segment")
 		}
 		flags := strings.Fields(v)
 		small, huge := slices.Contains(flags, "rr"), slices.Contains(flags, "hg")
-		if small != (mode == FlushSync) || huge == (mode == FlushSync) && vfs.HugePagesOffered() {
+		if small != (mode == FlushSync) || huge == (mode == FlushSync) && procio.HugePagesOffered() {
 			t.Errorf("%v: read-ahead off %v, huge pages %v (VmFlags %v)", mode, small, huge, flags)
 		}
 	}

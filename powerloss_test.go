@@ -26,8 +26,8 @@ import (
 
 	"github.com/mqlite/mqlite/clock"
 	"github.com/mqlite/mqlite/commitlog"
-	"github.com/mqlite/mqlite/internal/vfs"
 	"github.com/mqlite/mqlite/message"
+	"github.com/mqlite/mqlite/vfs"
 )
 
 var (

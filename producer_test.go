@@ -14,8 +14,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mqlite/mqlite/clock"
-	"github.com/mqlite/mqlite/internal/vfs"
 	"github.com/mqlite/mqlite/producer"
+	"github.com/mqlite/mqlite/vfs"
 )
 
 func memStore(t *testing.T, o Options) *Store {

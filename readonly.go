@@ -9,8 +9,8 @@ import (
 	"github.com/mqlite/mqlite/consumequeue"
 	"github.com/mqlite/mqlite/indexfile"
 	"github.com/mqlite/mqlite/internal/errs"
-	"github.com/mqlite/mqlite/internal/vfs"
 	"github.com/mqlite/mqlite/topic"
+	"github.com/mqlite/mqlite/vfs"
 )
 
 // A read-only Store (Options.ReadOnly) is a view of a store directory as

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/mqlite/mqlite/internal/errs"
-	"github.com/mqlite/mqlite/internal/vfs"
+	"github.com/mqlite/mqlite/vfs"
 )
 
 // Retention and disk-limit defaults, as RocketMQ's (fileReservedTime 72 h,

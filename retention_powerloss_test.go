@@ -15,7 +15,7 @@ import (
 
 	"github.com/mqlite/mqlite/clock"
 	"github.com/mqlite/mqlite/consumequeue"
-	"github.com/mqlite/mqlite/internal/vfs"
+	"github.com/mqlite/mqlite/vfs"
 )
 
 // rpOptions: 16 KiB segments, no checkpoint or flush in the test's

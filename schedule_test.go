@@ -14,8 +14,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mqlite/mqlite/clock"
-	"github.com/mqlite/mqlite/internal/vfs"
 	"github.com/mqlite/mqlite/topic"
+	"github.com/mqlite/mqlite/vfs"
 )
 
 var t0 = time.Date(2026, 11, 29, 0, 0, 0, 0, time.UTC)

@@ -17,9 +17,9 @@ import (
 	"github.com/mqlite/mqlite/flush"
 	"github.com/mqlite/mqlite/indexfile"
 	"github.com/mqlite/mqlite/internal/errs"
-	"github.com/mqlite/mqlite/internal/vfs"
 	"github.com/mqlite/mqlite/topic"
 	"github.com/mqlite/mqlite/txn"
+	"github.com/mqlite/mqlite/vfs"
 )
 
 const (
@@ -124,13 +124,10 @@ type RecoveryReport struct {
 // existing store for reading only, beside the process that owns it or
 // while none does: no lock, no change to any file (see Options.ReadOnly).
 // An empty dir is ErrInvalidArgument (it never means the current
-// directory), also in memory.
+// directory), also in memory. The store runs on Options.FS when it is
+// set.
 func Open(dir string, opts *Options) (*Store, error) {
-	var fs vfs.FS = vfs.OS
-	if opts != nil && opts.InMemory {
-		fs = vfs.NewMem()
-	}
-	return openFS(fs, dir, opts)
+	return openFS(opts.fileSystem(), dir, opts)
 }
 
 // openFS is Open on a given file seam, for tests.

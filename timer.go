@@ -16,8 +16,8 @@ import (
 	"github.com/mqlite/mqlite/consumequeue"
 	"github.com/mqlite/mqlite/internal/cfgfile"
 	"github.com/mqlite/mqlite/internal/errs"
-	"github.com/mqlite/mqlite/internal/vfs"
 	"github.com/mqlite/mqlite/topic"
+	"github.com/mqlite/mqlite/vfs"
 )
 
 const (

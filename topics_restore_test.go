@@ -7,8 +7,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/mqlite/mqlite/internal/vfs"
 	"github.com/mqlite/mqlite/topic"
+	"github.com/mqlite/mqlite/vfs"
 )
 
 // A lost topics.json (S16) strands nothing: Open registers every topic

@@ -13,8 +13,8 @@ import (
 	"github.com/mqlite/mqlite/commitlog"
 	"github.com/mqlite/mqlite/consumequeue"
 	"github.com/mqlite/mqlite/internal/errs"
-	"github.com/mqlite/mqlite/internal/vfs"
 	"github.com/mqlite/mqlite/message"
+	"github.com/mqlite/mqlite/vfs"
 )
 
 const (
@@ -362,7 +362,7 @@ func RebuildIndexes(dir string, opts *Options) (RecoveryReport, error) {
 	if opts != nil && opts.InMemory {
 		return RecoveryReport{}, fmt.Errorf("mqlite: rebuild indexes: an in-memory store has nothing to rebuild: %w", errs.ErrInvalidArgument)
 	}
-	fs := vfs.OS
+	fs := opts.fileSystem()
 	names, err := fs.ReadDir(filepath.Join(dir, "commitlog"))
 	if err != nil {
 		return RecoveryReport{}, fmt.Errorf("mqlite: rebuild indexes: no CommitLog in %s: %w (%w)", dir, errs.ErrNotFound, err)

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/mqlite/mqlite/clock"
-	"github.com/mqlite/mqlite/internal/vfs"
+	"github.com/mqlite/mqlite/vfs"
 	"github.com/stretchr/testify/require"
 )
 

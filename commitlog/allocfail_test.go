@@ -6,7 +6,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/mqlite/mqlite/internal/vfs"
+	"github.com/mqlite/mqlite/vfs"
 )
 
 // After the allocator fails to prepare the next segment it does not try

@@ -17,7 +17,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mqlite/mqlite/internal/vfs"
+	"github.com/mqlite/mqlite/internal/procio"
+	"github.com/mqlite/mqlite/vfs"
 )
 
 const benchSegment = 256 << 20
@@ -379,9 +380,9 @@ func BenchmarkFlushAfterBurst(b *testing.B) {
 				}
 			}
 			settle(l)
-			w0, ok := vfs.WrittenBytes()
+			w0, ok := procio.WrittenBytes()
 			flushRounds(b, l, a, 1)
-			if w1, _ := vfs.WrittenBytes(); ok {
+			if w1, _ := procio.WrittenBytes(); ok {
 				b.ReportMetric(float64(w1-w0)/1024/float64(b.N), "wKiB/op")
 			}
 		})

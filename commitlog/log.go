@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/mqlite/mqlite/internal/errs"
-	"github.com/mqlite/mqlite/internal/vfs"
+	"github.com/mqlite/mqlite/vfs"
 )
 
 // Format constants. They are frozen: changing one is a new format version.

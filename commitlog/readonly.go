@@ -9,7 +9,7 @@ import (
 	"runtime/debug"
 
 	"github.com/mqlite/mqlite/internal/errs"
-	"github.com/mqlite/mqlite/internal/vfs"
+	"github.com/mqlite/mqlite/vfs"
 )
 
 // errShort marks a segment file shorter than the segment size: one the

@@ -4,7 +4,7 @@ import (
 	"errors"
 	"strings"
 
-	"github.com/mqlite/mqlite/internal/vfs"
+	"github.com/mqlite/mqlite/vfs"
 )
 
 // Recycling: a segment DeleteBefore drops is renamed to a spare instead of

@@ -7,7 +7,7 @@ import (
 	"sync/atomic"
 
 	"github.com/mqlite/mqlite/internal/errs"
-	"github.com/mqlite/mqlite/internal/vfs"
+	"github.com/mqlite/mqlite/vfs"
 )
 
 // Retention: readers pin an immutable snapshot of the segment list; a

@@ -9,7 +9,7 @@ import (
 	"syscall"
 
 	"github.com/mqlite/mqlite/internal/errs"
-	"github.com/mqlite/mqlite/internal/vfs"
+	"github.com/mqlite/mqlite/vfs"
 )
 
 // segment is one mapped segment file. Its file descriptor is closed once

@@ -3,7 +3,7 @@ package commitlog
 import (
 	"testing"
 
-	"github.com/mqlite/mqlite/internal/vfs"
+	"github.com/mqlite/mqlite/vfs"
 	"github.com/stretchr/testify/require"
 )
 

@@ -28,7 +28,7 @@ import (
 // position. Populating does not change a byte of the file, so it may race
 // with appends into the same pages.
 // warmChunk is the most the allocator populates in one call. Small, since
-// a goroutine in a system call holds its P (see internal/vfs's syncChunk),
+// a goroutine in a system call holds its P (see vfs's syncChunk),
 // and populating memory the VM never touched runs at ~400 MB/s here.
 const warmChunk = 512 << 10
 

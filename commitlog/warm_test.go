@@ -8,7 +8,7 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/mqlite/mqlite/internal/vfs"
+	"github.com/mqlite/mqlite/vfs"
 )
 
 // Warming starts at the write position: at the first append after Open,

@@ -4,7 +4,7 @@
 // appends entries; any number of consumers read them concurrently without
 // locks. The package stores offsets, sizes and opaque codes and never parses
 // messages, so a broker builder can use it alone; it imports only the
-// standard library and mqlite's internal file seam (internal/vfs) and
+// standard library and mqlite's public file seam (package vfs) and
 // sentinels (internal/errs).
 //
 // A Queue is addressed by logical offset: the n-th message of the queue has

@@ -10,11 +10,11 @@ import (
 )
 
 // TestImports enforces that the package stays usable alone: standard
-// library plus mqlite's internal file seam and sentinels, never the root
+// library plus mqlite's file seam (vfs) and sentinels, never the root
 // package or commitlog.
 func TestImports(t *testing.T) {
 	allowed := map[string]bool{
-		"github.com/mqlite/mqlite/internal/vfs":  true,
+		"github.com/mqlite/mqlite/vfs":           true,
 		"github.com/mqlite/mqlite/internal/errs": true,
 	}
 	names, err := os.ReadDir(".")

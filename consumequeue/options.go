@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 
-	"github.com/mqlite/mqlite/internal/vfs"
+	"github.com/mqlite/mqlite/vfs"
 )
 
 // Options configure a Queue (Open) or a Store (OpenStore). The zero value of

@@ -12,7 +12,7 @@ import (
 	"sync/atomic"
 
 	"github.com/mqlite/mqlite/internal/errs"
-	"github.com/mqlite/mqlite/internal/vfs"
+	"github.com/mqlite/mqlite/vfs"
 )
 
 // Queue is the consume queue of one (topic, queue id): a dense array of

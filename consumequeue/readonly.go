@@ -8,7 +8,7 @@ import (
 	"slices"
 
 	"github.com/mqlite/mqlite/internal/errs"
-	"github.com/mqlite/mqlite/internal/vfs"
+	"github.com/mqlite/mqlite/vfs"
 )
 
 // openReadOnly finishes Open for Options.ReadOnly. A missing directory or

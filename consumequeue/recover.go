@@ -10,7 +10,7 @@ import (
 	"slices"
 
 	"github.com/mqlite/mqlite/internal/errs"
-	"github.com/mqlite/mqlite/internal/vfs"
+	"github.com/mqlite/mqlite/vfs"
 )
 
 // scanFiles is how many of the newest data files Open scans entry by entry

@@ -5,7 +5,7 @@ import (
 	"fmt"
 
 	"github.com/mqlite/mqlite/internal/errs"
-	"github.com/mqlite/mqlite/internal/vfs"
+	"github.com/mqlite/mqlite/vfs"
 )
 
 // TruncateAfterPhys drops every entry whose End() is past end, for recovery

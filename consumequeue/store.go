@@ -10,7 +10,7 @@ import (
 	"sync"
 
 	"github.com/mqlite/mqlite/internal/errs"
-	"github.com/mqlite/mqlite/internal/vfs"
+	"github.com/mqlite/mqlite/vfs"
 )
 
 // MaxTopicLen is the longest topic name a Store accepts.

@@ -10,8 +10,8 @@ import (
 
 	"github.com/mqlite/mqlite/consumer"
 	"github.com/mqlite/mqlite/internal/errs"
-	"github.com/mqlite/mqlite/internal/vfs"
 	"github.com/mqlite/mqlite/message"
+	"github.com/mqlite/mqlite/vfs"
 )
 
 func ExampleManager_NewPushConsumer() {

@@ -8,7 +8,7 @@ import (
 
 	"github.com/mqlite/mqlite/internal/cfgfile"
 	"github.com/mqlite/mqlite/internal/errs"
-	"github.com/mqlite/mqlite/internal/vfs"
+	"github.com/mqlite/mqlite/vfs"
 )
 
 // Config files. Each is replaced atomically (temp file, fsync, rename,

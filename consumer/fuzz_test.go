@@ -11,8 +11,8 @@ import (
 	"testing"
 
 	"github.com/mqlite/mqlite/internal/cfgfile"
-	"github.com/mqlite/mqlite/internal/vfs"
 	"github.com/mqlite/mqlite/message"
+	"github.com/mqlite/mqlite/vfs"
 )
 
 // fuzzParseFilter is the ParseFilter of the fuzz targets: a TAG filter of

@@ -14,8 +14,8 @@ import (
 	"github.com/mqlite/mqlite/clock"
 	"github.com/mqlite/mqlite/internal/errs"
 	"github.com/mqlite/mqlite/internal/leakcheck"
-	"github.com/mqlite/mqlite/internal/vfs"
 	"github.com/mqlite/mqlite/message"
+	"github.com/mqlite/mqlite/vfs"
 )
 
 // Every consumer and Manager stops its goroutines on Close.

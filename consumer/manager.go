@@ -13,7 +13,7 @@ import (
 
 	"github.com/mqlite/mqlite/clock"
 	"github.com/mqlite/mqlite/internal/errs"
-	"github.com/mqlite/mqlite/internal/vfs"
+	"github.com/mqlite/mqlite/vfs"
 )
 
 // Manager owns every consumer group of one store: their members, queue

@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/mqlite/mqlite/clock"
-	"github.com/mqlite/mqlite/internal/vfs"
 	"github.com/mqlite/mqlite/message"
+	"github.com/mqlite/mqlite/vfs"
 )
 
 // The committed offset stops below a message still being processed, however

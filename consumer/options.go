@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/mqlite/mqlite/clock"
-	"github.com/mqlite/mqlite/internal/vfs"
+	"github.com/mqlite/mqlite/vfs"
 )
 
 // MessageModel says how a group shares messages.

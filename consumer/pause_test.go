@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/mqlite/mqlite/internal/cfgfile"
-	"github.com/mqlite/mqlite/internal/vfs"
+	"github.com/mqlite/mqlite/vfs"
 )
 
 // groupsFileVersion reads the version field of GroupsFile.

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/mqlite/mqlite/internal/vfs"
+	"github.com/mqlite/mqlite/vfs"
 )
 
 // A read-only Manager reads the persisted groups and offsets, starts no

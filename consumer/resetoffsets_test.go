@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/mqlite/mqlite/clock"
-	"github.com/mqlite/mqlite/internal/vfs"
 	"github.com/mqlite/mqlite/message"
+	"github.com/mqlite/mqlite/vfs"
 )
 
 // resetEnv is an env on a fake clock whose topic "t" has 2 queues of 5

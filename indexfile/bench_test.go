@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mqlite/mqlite/internal/vfs"
+	"github.com/mqlite/mqlite/vfs"
 )
 
 // BenchmarkPut measures one Put with default file sizes (target: 0 allocs

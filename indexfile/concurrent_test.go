@@ -8,7 +8,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/mqlite/mqlite/internal/vfs"
+	"github.com/mqlite/mqlite/vfs"
 )
 
 // TestConcurrentQueries runs readers against a writer that puts, rolls

@@ -8,7 +8,7 @@ import (
 )
 
 // TestDependencies keeps the package usable alone: within mqlite it may
-// import only internal/vfs and internal/errs (never the root package,
+// import only vfs and internal/errs (never the root package,
 // commitlog or consumequeue).
 func TestDependencies(t *testing.T) {
 	goTool, err := exec.LookPath("go")
@@ -21,7 +21,7 @@ func TestDependencies(t *testing.T) {
 	}
 	allowed := []string{
 		"github.com/mqlite/mqlite/indexfile",
-		"github.com/mqlite/mqlite/internal/vfs",
+		"github.com/mqlite/mqlite/vfs",
 		"github.com/mqlite/mqlite/internal/errs",
 	}
 	for _, p := range strings.Fields(string(out)) {

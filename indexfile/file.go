@@ -11,7 +11,7 @@ import (
 	"unsafe"
 
 	"github.com/mqlite/mqlite/internal/errs"
-	"github.com/mqlite/mqlite/internal/vfs"
+	"github.com/mqlite/mqlite/vfs"
 )
 
 // file is one mapped index file. The immutable fields are set before the

@@ -7,7 +7,7 @@ import (
 	"math"
 	"testing"
 
-	"github.com/mqlite/mqlite/internal/vfs"
+	"github.com/mqlite/mqlite/vfs"
 )
 
 // validFile returns the bytes of a tiny index file holding n entries, clean

@@ -12,7 +12,7 @@ import (
 	"github.com/cespare/xxhash/v2"
 
 	"github.com/mqlite/mqlite/internal/errs"
-	"github.com/mqlite/mqlite/internal/vfs"
+	"github.com/mqlite/mqlite/vfs"
 )
 
 // Index is a hash index from string keys to commitlog offsets over a

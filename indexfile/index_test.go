@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mqlite/mqlite/internal/vfs"
+	"github.com/mqlite/mqlite/vfs"
 )
 
 const t0 = int64(1_700_000_000_000) // a second-aligned store time

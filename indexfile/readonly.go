@@ -9,7 +9,7 @@ import (
 	"runtime"
 
 	"github.com/mqlite/mqlite/internal/errs"
-	"github.com/mqlite/mqlite/internal/vfs"
+	"github.com/mqlite/mqlite/vfs"
 )
 
 // headerTries bounds how often a read-only open re-reads the header of the

@@ -15,7 +15,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/mqlite/mqlite/internal/vfs"
+	"github.com/mqlite/mqlite/vfs"
 )
 
 // fill puts n records (key k<i%keys>, phys i*100, t0+i s) and returns the model.

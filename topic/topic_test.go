@@ -11,8 +11,8 @@ import (
 
 	"github.com/mqlite/mqlite/internal/errs"
 	"github.com/mqlite/mqlite/internal/leakcheck"
-	"github.com/mqlite/mqlite/internal/vfs"
 	"github.com/mqlite/mqlite/message"
+	"github.com/mqlite/mqlite/vfs"
 )
 
 func TestMain(m *testing.M) { leakcheck.Main(m) }

@@ -6,9 +6,9 @@ import (
 	"time"
 
 	"github.com/mqlite/mqlite/clock"
-	"github.com/mqlite/mqlite/internal/vfs"
 	"github.com/mqlite/mqlite/message"
 	"github.com/mqlite/mqlite/txn"
+	"github.com/mqlite/mqlite/vfs"
 )
 
 // A local transaction whose outcome is unknown is settled by the

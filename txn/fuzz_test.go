@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"github.com/mqlite/mqlite/internal/cfgfile"
-	"github.com/mqlite/mqlite/internal/vfs"
 	"github.com/mqlite/mqlite/message"
 	"github.com/mqlite/mqlite/txn"
+	"github.com/mqlite/mqlite/vfs"
 )
 
 // The progress file's header, as the service writes it.

@@ -11,10 +11,10 @@ import (
 
 	"github.com/mqlite/mqlite/clock"
 	"github.com/mqlite/mqlite/internal/leakcheck"
-	"github.com/mqlite/mqlite/internal/vfs"
 	"github.com/mqlite/mqlite/message"
 	"github.com/mqlite/mqlite/topic"
 	"github.com/mqlite/mqlite/txn"
+	"github.com/mqlite/mqlite/vfs"
 )
 
 func TestMain(m *testing.M) { leakcheck.Main(m) }

@@ -5,8 +5,8 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/mqlite/mqlite/internal/vfs"
 	"github.com/mqlite/mqlite/txn"
+	"github.com/mqlite/mqlite/vfs"
 )
 
 // A read-only service counts the pending half messages from the queues,

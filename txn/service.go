@@ -10,8 +10,8 @@ import (
 
 	"github.com/mqlite/mqlite/clock"
 	"github.com/mqlite/mqlite/internal/errs"
-	"github.com/mqlite/mqlite/internal/vfs"
 	"github.com/mqlite/mqlite/topic"
+	"github.com/mqlite/mqlite/vfs"
 )
 
 // Defaults of ServiceOptions.

@@ -26,7 +26,7 @@ import (
 	"path/filepath"
 
 	"github.com/mqlite/mqlite/internal/errs"
-	"github.com/mqlite/mqlite/internal/vfs"
+	"github.com/mqlite/mqlite/vfs"
 )
 
 // HeaderSize is the size of the header before the body.

@@ -20,9 +20,10 @@ const writeFlags = os.O_WRONLY | os.O_RDWR | os.O_CREATE | os.O_TRUNC | os.O_APP
 // SyncDir and Lock fail with ErrReadOnly, and so do WriteAt, Truncate,
 // Allocate and Sync of the files it opens (which are O_RDONLY, so the OS
 // maps them read-only) and Sync of their mappings. Reads, listings,
-// LockShared (which changes no file) and Usage pass through. A read-only Store opens its directory through it, so
-// that a code path that would write fails loudly instead of touching the
-// files of the process that owns them.
+// LockShared (which changes no file), Usage and UnmapsFirst pass through.
+// A read-only Store opens its directory through it, so that a code path
+// that would write fails loudly instead of touching the files of the
+// process that owns them.
 func ReadOnly(fs FS) FS { return roFS{fs} }
 
 type roFS struct{ inner FS }

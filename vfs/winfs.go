@@ -51,6 +51,7 @@ func (s *StrictMapFS) refuse(op, name string) error {
 	return nil
 }
 
+// OpenFile opens name; with O_TRUNC it is refused while name is mapped.
 func (s *StrictMapFS) OpenFile(name string, flag int, perm os.FileMode) (File, error) {
 	if flag&os.O_TRUNC != 0 {
 		if err := s.refuse("open truncating", name); err != nil {
@@ -64,6 +65,7 @@ func (s *StrictMapFS) OpenFile(name string, flag int, perm os.FileMode) (File, e
 	return &strictFile{File: f, fs: s, name: clean(name)}, nil
 }
 
+// Remove is refused with ErrMapped while name is mapped.
 func (s *StrictMapFS) Remove(name string) error {
 	if err := s.refuse("remove", name); err != nil {
 		return err
@@ -71,6 +73,7 @@ func (s *StrictMapFS) Remove(name string) error {
 	return s.inner.Remove(name)
 }
 
+// RemoveAll is refused with ErrMapped while a file under name is mapped.
 func (s *StrictMapFS) RemoveAll(name string) error {
 	dir := clean(name)
 	s.mu.Lock()
@@ -84,6 +87,7 @@ func (s *StrictMapFS) RemoveAll(name string) error {
 	return s.inner.RemoveAll(name)
 }
 
+// Rename is refused with ErrMapped while either name is mapped.
 func (s *StrictMapFS) Rename(oldname, newname string) error {
 	if err := s.refuse("rename", oldname); err != nil {
 		return err
@@ -94,13 +98,24 @@ func (s *StrictMapFS) Rename(oldname, newname string) error {
 	return s.inner.Rename(oldname, newname)
 }
 
+// MkdirAll is the wrapped FS's.
 func (s *StrictMapFS) MkdirAll(dir string, perm os.FileMode) error {
 	return s.inner.MkdirAll(dir, perm)
 }
-func (s *StrictMapFS) ReadDir(dir string) ([]string, error)      { return s.inner.ReadDir(dir) }
-func (s *StrictMapFS) Stat(name string) (int64, bool, error)     { return s.inner.Stat(name) }
-func (s *StrictMapFS) SyncDir(dir string) error                  { return s.inner.SyncDir(dir) }
-func (s *StrictMapFS) Lock(name string) (io.Closer, error)       { return s.inner.Lock(name) }
+
+// ReadDir is the wrapped FS's.
+func (s *StrictMapFS) ReadDir(dir string) ([]string, error) { return s.inner.ReadDir(dir) }
+
+// Stat is the wrapped FS's.
+func (s *StrictMapFS) Stat(name string) (int64, bool, error) { return s.inner.Stat(name) }
+
+// SyncDir is the wrapped FS's.
+func (s *StrictMapFS) SyncDir(dir string) error { return s.inner.SyncDir(dir) }
+
+// Lock is the wrapped FS's.
+func (s *StrictMapFS) Lock(name string) (io.Closer, error) { return s.inner.Lock(name) }
+
+// LockShared is the wrapped FS's.
 func (s *StrictMapFS) LockShared(name string) (io.Closer, error) { return s.inner.LockShared(name) }
 
 // Usage passes through to the wrapped file system.
@@ -165,8 +180,11 @@ func (m *strictMapping) Unmap() error {
 }
 
 // MustUnmapFirst reports whether fs refuses to remove, rename or truncate
-// a mapped file (Windows, and StrictMapFS), so that the store unmaps a
-// file before it does any of these.
+// a mapped file (OS on Windows, and StrictMapFS), so that the store unmaps
+// a file before it does any of these. An FS tells it with a method
+// UnmapsFirst() bool; a wrapper should forward its inner FS's answer, as
+// Faulty, ReadOnly and WithModes do, or a store on a wrapped Windows file
+// system fails where it removes or recycles a mapped file.
 func MustUnmapFirst(fs FS) bool {
 	if u, ok := fs.(interface{ UnmapsFirst() bool }); ok {
 		return u.UnmapsFirst()

@@ -1,20 +1,3 @@
-// Package vfs is mqlite's one narrow file seam. Every file, directory, mmap,
-// msync, fsync, fallocate, rename and remove the store performs goes through
-// the FS interface, so that the same code runs on:
-//
-//   - the real operating system (OS), with segments mapped by mmap-go;
-//   - memory (NewMem), the store's in-memory mode for tests;
-//   - a fault-injecting wrapper (NewFaulty) that fails chosen operations and
-//     keeps a "durable image" updated only by successful syncs, from which a
-//     power-loss image can be built (only synced bytes plus a random share of
-//     unsynced pages).
-//
-// NewStrictMapFS wraps any of them to refuse what Windows refuses: removing,
-// renaming or truncating a file while a mapping of it is open (the store
-// then unmaps first, see MustUnmapFirst).
-//
-// ReadOnly wraps any of them for a read-only Store: every change fails with
-// ErrReadOnly, and files are opened O_RDONLY, which the OS maps PROT_READ.
 package vfs
 
 import (
@@ -35,21 +18,29 @@ var ErrLocked = errors.New("mqlite/vfs: locked by another holder")
 
 // FS is the set of file-system operations the store needs.
 type FS interface {
-	// OpenFile opens name with os.O_* flags.
+	// OpenFile opens name with os.O_* flags (the engine uses O_RDONLY,
+	// O_RDWR, O_CREATE and O_TRUNC, as the os package means them); perm
+	// applies to a file it creates. A missing file without O_CREATE is
+	// ErrNotExist.
 	OpenFile(name string, flag int, perm os.FileMode) (File, error)
 	// Remove deletes a file or an empty directory.
 	Remove(name string) error
 	// RemoveAll deletes a directory tree.
 	RemoveAll(name string) error
-	// Rename atomically replaces newname with oldname.
+	// Rename atomically replaces newname with oldname: after a power
+	// loss the file is under one name or the other (see SyncDir).
 	Rename(oldname, newname string) error
 	// MkdirAll creates dir and its parents.
 	MkdirAll(dir string, perm os.FileMode) error
-	// ReadDir lists the names in dir, sorted.
+	// ReadDir lists the names in dir (files and directories, without
+	// their path), sorted.
 	ReadDir(dir string) ([]string, error)
-	// Stat reports the size of a file and whether it is a directory.
+	// Stat reports the size of a file and whether it is a directory; a
+	// missing name is ErrNotExist.
 	Stat(name string) (size int64, isDir bool, err error)
-	// SyncDir makes the entries of dir durable.
+	// SyncDir makes the entries of dir durable: the files created,
+	// renamed into and removed from it before the call survive a power
+	// loss once it returns nil.
 	SyncDir(dir string) error
 	// Lock takes an exclusive lock on the file name, creating it if it is
 	// missing, failing with ErrLocked at once if another holder (this or
@@ -74,12 +65,16 @@ type File interface {
 	io.Closer
 	// Size reports the file's length.
 	Size() (int64, error)
-	// Truncate sets the file's length.
+	// Truncate sets the file's length; growing adds zeros.
 	Truncate(size int64) error
-	// Allocate reserves disk blocks for [0, size) so that later writes
-	// through a mapping cannot fail for lack of space.
+	// Allocate reserves disk blocks for [0, size), making the length at
+	// least size, so that later writes through a mapping cannot fail for
+	// lack of space.
 	Allocate(size int64) error
-	// Sync makes the file's data durable (fdatasync).
+	// Sync makes the file's contents and length, as of the call and
+	// including what was written through its mappings, durable
+	// (fdatasync). It does not make its directory entry durable
+	// (SyncDir). A nil error must mean the data survives a power loss.
 	Sync() error
 	// Map maps [0, size) of the file shared: writable, or read-only when
 	// the file was opened O_RDONLY. size must not exceed the file's length.
@@ -92,7 +87,10 @@ type File interface {
 type Mapping interface {
 	// Bytes is the mapped memory. It is valid until Unmap.
 	Bytes() []byte
-	// Sync makes [off, off+n) of the mapping durable.
+	// Sync makes [off, off+n) of the mapping, as of the call, durable
+	// (msync), with a file length covering the mapping. Other goroutines
+	// may write other bytes of the mapping meanwhile. A nil error must
+	// mean the range survives a power loss.
 	Sync(off, n int) error
 	// Unmap releases the mapping. The slice from Bytes must not be used after.
 	Unmap() error

@@ -10,21 +10,22 @@ import (
 // data.
 const DefaultFileMode os.FileMode = 0o600
 
-// DirMode derives a directory's permission from a file permission: the
+// dirMode derives a directory's permission from a file permission: the
 // search (x) bit wherever the read bit is set, so 0600 gives 0700 and
 // 0640 gives 0750.
-func DirMode(file os.FileMode) os.FileMode {
+func dirMode(file os.FileMode) os.FileMode {
 	file &= os.ModePerm
 	return file | (file&0o444)>>2
 }
 
 // WithModes returns fs creating every file with permission file and every
-// directory with DirMode(file), whatever permission the caller asks for
+// directory with the matching directory mode (the search bit wherever
+// the read bit is set: 0600 gives 0700, 0640 gives 0750), whatever permission the caller asks for
 // (the process umask still applies, as to any creation). Files and
 // directories that exist keep theirs. Usage passes through.
 func WithModes(fs FS, file os.FileMode) FS {
 	file &= os.ModePerm
-	return modeFS{FS: fs, file: file, dir: DirMode(file)}
+	return modeFS{FS: fs, file: file, dir: dirMode(file)}
 }
 
 type modeFS struct {

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/mqlite/mqlite/internal/procio"
 )
 
 // TestSmallPages checks that SmallPages turns read-ahead off and on for
@@ -35,7 +37,7 @@ func TestSmallPages(t *testing.T) {
 	}
 	Populate(b)
 	rec := bytes.Repeat([]byte{0xA5}, 200)
-	w0, ok := WrittenBytes()
+	w0, ok := procio.WrittenBytes()
 	if !ok {
 		t.Skip("no write_bytes in /proc/self/io")
 	}
@@ -47,7 +49,7 @@ func TestSmallPages(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	w1, _ := WrittenBytes()
+	w1, _ := procio.WrittenBytes()
 	if per := (w1 - w0) / syncs; per > 64<<10 {
 		t.Fatalf("with small pages a sync of 200 bytes wrote %d bytes back, want at most 64 KiB", per)
 	}
@@ -77,7 +79,7 @@ func TestSmallPages(t *testing.T) {
 // (the "hg" flag in smaps) and changes no byte, where the kernel offers
 // transparent huge pages at all.
 func TestHugePages(t *testing.T) {
-	if !HugePagesOffered() {
+	if !procio.HugePagesOffered() {
 		t.Skip("no transparent huge pages here")
 	}
 	const size = 4 << 20

@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"unsafe"
+
+	"github.com/mqlite/mqlite/internal/procio"
 )
 
 // Unmap releases a mapping completely: no piece of it stays in the
@@ -166,14 +168,14 @@ func rssKB(t *testing.T, path string) int {
 	return kb
 }
 
-// smapsField is SmapsField, skipping the test where there is no smaps and
+// smapsField is procio.SmapsField, skipping the test where there is no smaps and
 // failing it where path is not mapped.
 func smapsField(t *testing.T, path, field string) string {
 	t.Helper()
 	if _, err := os.Stat("/proc/self/smaps"); err != nil {
 		t.Skip("no /proc/self/smaps:", err)
 	}
-	v, ok := SmapsField(path, field)
+	v, ok := procio.SmapsField(path, field)
 	if !ok {
 		t.Fatalf("%s is not in /proc/self/smaps", path)
 	}

@@ -8,8 +8,8 @@ import (
 
 func TestDirMode(t *testing.T) {
 	for file, want := range map[os.FileMode]os.FileMode{0o600: 0o700, 0o640: 0o750, 0o644: 0o755, 0o660: 0o770, 0o400: 0o500} {
-		if got := DirMode(file); got != want {
-			t.Errorf("DirMode(%#o) = %#o, want %#o", file, got, want)
+		if got := dirMode(file); got != want {
+			t.Errorf("dirMode(%#o) = %#o, want %#o", file, got, want)
 		}
 	}
 }

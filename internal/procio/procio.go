@@ -1,13 +1,14 @@
-package vfs
+// Package procio reads what this process's /proc and /sys files tell of its
+// files and of the kernel, for the tests and benchmarks that check how a
+// file is paged in and written back. It reports "cannot tell" where those
+// files do not exist (every system but Linux).
+package procio
 
 import (
 	"os"
 	"strconv"
 	"strings"
 )
-
-// What this process's /proc files tell of its files, for the tests and
-// benchmarks that check how a file is paged in and written back.
 
 // WrittenBytes is what this process has caused to be written to storage
 // so far (write_bytes in /proc/self/io), for the tests and benchmarks that

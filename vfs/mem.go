@@ -36,6 +36,7 @@ type memFile struct {
 
 func clean(name string) string { return filepath.Clean(name) }
 
+// OpenFile opens name; O_CREATE creates it if its directory exists.
 func (m *MemFS) OpenFile(name string, flag int, perm os.FileMode) (File, error) {
 	name = clean(name)
 	m.mu.Lock()
@@ -52,6 +53,7 @@ func (m *MemFS) OpenFile(name string, flag int, perm os.FileMode) (File, error) 
 	return &memHandle{f: f, name: name, ro: flag&(os.O_WRONLY|os.O_RDWR) == 0}, nil
 }
 
+// Remove deletes a file or an empty directory.
 func (m *MemFS) Remove(name string) error {
 	name = clean(name)
 	m.mu.Lock()
@@ -72,6 +74,8 @@ func (m *MemFS) Remove(name string) error {
 	return &os.PathError{Op: "remove", Path: name, Err: os.ErrNotExist}
 }
 
+// RemoveAll deletes name and everything under it; a missing name is
+// not an error.
 func (m *MemFS) RemoveAll(name string) error {
 	name = clean(name)
 	m.mu.Lock()
@@ -90,6 +94,7 @@ func (m *MemFS) RemoveAll(name string) error {
 	return nil
 }
 
+// Rename moves a file to newname, replacing what is there.
 func (m *MemFS) Rename(oldname, newname string) error {
 	oldname, newname = clean(oldname), clean(newname)
 	m.mu.Lock()
@@ -103,6 +108,7 @@ func (m *MemFS) Rename(oldname, newname string) error {
 	return nil
 }
 
+// MkdirAll creates dir and its parents.
 func (m *MemFS) MkdirAll(dir string, perm os.FileMode) error {
 	dir = clean(dir)
 	m.mu.Lock()
@@ -116,6 +122,7 @@ func (m *MemFS) MkdirAll(dir string, perm os.FileMode) error {
 	return nil
 }
 
+// ReadDir lists the names in dir, sorted.
 func (m *MemFS) ReadDir(dir string) ([]string, error) {
 	dir = clean(dir)
 	m.mu.Lock()
@@ -138,6 +145,7 @@ func (m *MemFS) ReadDir(dir string) ([]string, error) {
 	return names, nil
 }
 
+// Stat reports a file's length, or that name is a directory.
 func (m *MemFS) Stat(name string) (int64, bool, error) {
 	name = clean(name)
 	m.mu.Lock()
@@ -153,6 +161,8 @@ func (m *MemFS) Stat(name string) (int64, bool, error) {
 	return 0, false, &os.PathError{Op: "stat", Path: name, Err: os.ErrNotExist}
 }
 
+// SyncDir does nothing: a MemFS loses nothing (wrap it in a Faulty to
+// model what a power loss keeps).
 func (m *MemFS) SyncDir(dir string) error { return nil }
 
 // Lock creates name if it is missing, as the OS's does.
@@ -171,6 +181,7 @@ func (m *MemFS) Lock(name string) (io.Closer, error) {
 	return m.unlocker(f), nil
 }
 
+// LockShared takes a shared lock on the existing file name (see FS).
 func (m *MemFS) LockShared(name string) (io.Closer, error) {
 	name = clean(name)
 	m.mu.Lock()

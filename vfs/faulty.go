@@ -82,6 +82,8 @@ func (f *Faulty) check(op Op, path string) error {
 	return in(op, path)
 }
 
+// OpenFile opens name in the wrapped FS (OpOpen). The first time it sees a
+// name that already holds a file there, that file counts as durable.
 func (f *Faulty) OpenFile(name string, flag int, perm os.FileMode) (File, error) {
 	name = clean(name)
 	if err := f.check(OpOpen, name); err != nil {
@@ -121,6 +123,7 @@ func (f *Faulty) OpenFile(name string, flag int, perm os.FileMode) (File, error)
 	return &faultyFile{fs: f, File: h, name: name, n: n}, nil
 }
 
+// Remove removes name (OpRemove); the removal is durable after SyncDir.
 func (f *Faulty) Remove(name string) error {
 	name = clean(name)
 	if err := f.check(OpRemove, name); err != nil {
@@ -135,6 +138,7 @@ func (f *Faulty) Remove(name string) error {
 	return nil
 }
 
+// RemoveAll removes the tree at name (OpRemove); durable after SyncDir.
 func (f *Faulty) RemoveAll(name string) error {
 	name = clean(name)
 	if err := f.check(OpRemove, name); err != nil {
@@ -164,6 +168,8 @@ func isUnder(p, dir string) bool {
 	}
 }
 
+// Rename renames oldname (OpRename, with oldname's path); durable after
+// SyncDir.
 func (f *Faulty) Rename(oldname, newname string) error {
 	oldname, newname = clean(oldname), clean(newname)
 	if err := f.check(OpRename, oldname); err != nil {
@@ -181,6 +187,7 @@ func (f *Faulty) Rename(oldname, newname string) error {
 	return nil
 }
 
+// MkdirAll creates dir and its parents (OpMkdir).
 func (f *Faulty) MkdirAll(dir string, perm os.FileMode) error {
 	if err := f.check(OpMkdir, dir); err != nil {
 		return err
@@ -188,9 +195,14 @@ func (f *Faulty) MkdirAll(dir string, perm os.FileMode) error {
 	return f.inner.MkdirAll(dir, perm)
 }
 
-func (f *Faulty) ReadDir(dir string) ([]string, error)  { return f.inner.ReadDir(dir) }
+// ReadDir is the wrapped FS's; no fault is injected.
+func (f *Faulty) ReadDir(dir string) ([]string, error) { return f.inner.ReadDir(dir) }
+
+// Stat is the wrapped FS's; no fault is injected.
 func (f *Faulty) Stat(name string) (int64, bool, error) { return f.inner.Stat(name) }
-func (f *Faulty) Lock(name string) (io.Closer, error)   { return f.inner.Lock(name) }
+
+// Lock is the wrapped FS's; no fault is injected.
+func (f *Faulty) Lock(name string) (io.Closer, error) { return f.inner.Lock(name) }
 
 // LockShared is the inner FS's.
 func (f *Faulty) LockShared(name string) (io.Closer, error) { return f.inner.LockShared(name) }

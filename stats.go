@@ -31,6 +31,8 @@ type Stats struct {
 	Throughput ThroughputStats
 	// Retention counts what retention deleted before its retention age.
 	Retention RetentionStats
+	// Requests counts request-reply traffic (see Store.Reply).
+	Requests RequestStats
 }
 
 // CommitLogStats are the CommitLog's positions, as global byte offsets.
@@ -104,6 +106,7 @@ func (s *Store) Stats() (Stats, error) {
 		FlushedPosition: s.log.FlushedPosition(), DispatchedPosition: dispatched,
 		DispatchLag: max(wrote-dispatched, 0)}
 	st.Throughput = s.metrics.snapshot(s)
+	st.Requests = s.replies.stats()
 	st.Retention = RetentionStats{EarlySegments: s.early.segments.Load(), EarlyBytes: s.early.bytes.Load()}
 
 	byTopic := map[string][]consumequeue.QueueID{}

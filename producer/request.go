@@ -185,6 +185,9 @@ func (p *Producer) awaitReply(ctx context.Context, r *pending) (*message.Message
 	if !r.rs.Forget(r.id) { // the reply won the race: it is in r.ch
 		return <-r.ch, nil
 	}
+	if err == ErrRequestTimeout {
+		return nil, fmt.Errorf("%w: correlation ID %s", err, r.id)
+	}
 	return nil, fmt.Errorf("mqlite/producer: request %s: %w", r.id, err)
 }
 

@@ -132,7 +132,8 @@ func (s *Store) Reply(ctx context.Context, request *MessageExt, body []byte) (Pu
 		return PutResult{}, fmt.Errorf("mqlite: reply: %w", message.ErrNilMessage)
 	}
 	if !message.IsRequest(&request.Message) {
-		return PutResult{}, fmt.Errorf("mqlite: reply to %s of topic %q: %w", request.MsgID, request.Topic, ErrNotRequest)
+		return PutResult{}, fmt.Errorf("mqlite: reply: message %q of topic %q: %w (it needs %s and %s, and must not be a reply)",
+			request.MsgID, request.Topic, ErrNotRequest, PropCorrelationID, PropReplyToClient)
 	}
 	rep := s.replyMessage(request, body)
 	if err := message.Validate(rep, s.opts.MaxMessageSize, message.MaxSysTopicLen, uniqLen, s.opts.Clock.Now()); err != nil {

@@ -20,7 +20,12 @@ func ExampleStore_Reply() {
 	defer s.Close()
 	ctx := context.Background()
 
-	c, err := s.NewPushConsumer("pricing", mqlite.ConsumerOptions{})
+	if err := s.CreateTopic("quotes", mqlite.TopicConfig{Queues: 2}); err != nil {
+		log.Fatal(err)
+	}
+	// From the first offset: a request stored before the consumer got its
+	// queues is still answered.
+	c, err := s.NewPushConsumer("pricing", mqlite.ConsumerOptions{ConsumeFromWhere: mqlite.ConsumeFromFirstOffset})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -100,8 +100,8 @@ func (r *replyRouter) route(id string, m *MessageExt) bool {
 		r.late.Add(1)
 		return false
 	}
-	ch <- m // capacity 1, one send per registration: never blocks
-	r.routed.Add(1)
+	r.routed.Add(1) // before the send: a requester that has its reply sees it counted
+	ch <- m         // capacity 1, one send per registration: never blocks
 	return true
 }
 

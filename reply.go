@@ -2,6 +2,7 @@ package mqlite
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"sync"
@@ -118,9 +119,14 @@ func (r *replyRouter) stats() RequestStats {
 // durable as the flush mode promises, and handed to the waiting
 // requester. If the requester no longer waits the reply stays stored and
 // counts in Stats.Requests.LateReplies (Reply still succeeds: the replier
-// cannot know). Errors: a nil or done ctx, ErrNotRequest (not a request,
-// or a reply), ErrNilMessage, ErrEmptyBody, ErrMessageTooLarge, ErrClosed,
-// ErrReadOnly; all store nothing.
+// cannot know; a second reply to one request, e.g. from a broadcasting
+// group's other members, is late too). Errors: a nil or done ctx,
+// ErrNotRequest (not a request, or a reply), ErrNilMessage, ErrEmptyBody,
+// ErrMessageTooLarge, ErrClosed, ErrReadOnly; all store nothing. Once the
+// reply is stored it is handed over even if Reply then returns
+// ErrFlushTimeout or ctx's error (the reply is stored, as a send that
+// returns those has stored its message), but not after a failed sync
+// (ErrFenced, ErrIO).
 func (s *Store) Reply(ctx context.Context, request *MessageExt, body []byte) (PutResult, error) {
 	if err := s.enter(ctx, "reply"); err != nil {
 		return PutResult{}, err
@@ -149,11 +155,12 @@ func (s *Store) Reply(ctx context.Context, request *MessageExt, body []byte) (Pu
 	if err != nil {
 		return PutResult{}, err
 	}
-	if err := s.awaitDurable(ctx, res.End()); err != nil {
-		return res, err
+	err = s.awaitDurable(ctx, res.End())
+	if err != nil && (errors.Is(err, errs.ErrFenced) || errors.Is(err, errs.ErrIO)) {
+		return res, err // a failed sync: the reply may not survive; the requester times out
 	}
 	s.replies.route(rep.Properties[PropCorrelationID], replyExt(rep, res))
-	return res, nil
+	return res, err
 }
 
 // replyMessage builds the reply to req.

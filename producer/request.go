@@ -70,7 +70,7 @@ type pending struct {
 
 // Request sends m as a request and waits for its reply: m is stored with
 // a new correlation ID (CORRELATION_ID), this producer's id (REPLY_TO_CLIENT)
-// and its timeout (TTL) added, as SendOneway stores it; a consumer that
+// and Options.RequestTimeout in milliseconds (TTL) added, as SendOneway stores it; a consumer that
 // receives it answers with Store.Reply. Request returns the reply as
 // stored in the store's reply topic, or an error: ctx's error if ctx ends
 // first, ErrRequestTimeout after Options.RequestTimeout on the store's
@@ -95,7 +95,8 @@ func (p *Producer) Request(ctx context.Context, m *message.Message) (*message.Me
 
 // RequestAsync sends m as Request does and returns at once; cb gets the
 // reply or the error Request would return, exactly once, on a goroutine
-// of the producer. If RequestAsync returns an error (bad input, a send
+// of the producer (one per pending request; callbacks of different
+// requests may run concurrently). If RequestAsync returns an error (bad input, a send
 // error, nil cb) nothing is stored and cb is never called. ctx bounds the
 // wait for the reply too. Close waits for pending callbacks (they get
 // ErrClosed).

@@ -68,17 +68,17 @@ type pending struct {
 	rs    Replies
 }
 
-// Request sends m as a request and waits for its reply: m is stored with
-// a new correlation ID (CORRELATION_ID), this producer's id (REPLY_TO_CLIENT)
-// and Options.RequestTimeout in milliseconds (TTL) added, as SendOneway stores it; a consumer that
-// receives it answers with Store.Reply. Request returns the reply as
-// stored in the store's reply topic, or an error: ctx's error if ctx ends
-// first, ErrRequestTimeout after Options.RequestTimeout on the store's
-// clock (both match context.DeadlineExceeded for a deadline), ErrClosed if
-// the producer closes. A reply arriving after Request gave up is dropped
-// and counted (Stats.Requests.LateReplies). m is not modified; bad input
-// (nil m, m carrying the request properties, any send error) stores
-// nothing.
+// Request sends m as a request and waits for its reply. m is stored as
+// SendOneway stores it, with three properties added: a new correlation ID
+// (CORRELATION_ID), this producer's id (REPLY_TO_CLIENT) and
+// Options.RequestTimeout in milliseconds (TTL); a consumer that receives
+// it answers with Store.Reply. Request returns the reply as stored in the
+// store's reply topic, or an error: ctx's error if ctx ends first,
+// ErrRequestTimeout after Options.RequestTimeout on the store's clock
+// (both match context.DeadlineExceeded for a deadline), ErrClosed if the
+// producer closes. A reply arriving after Request gave up is dropped and
+// counted (Stats.Requests.LateReplies). m is not modified; bad input (nil
+// m, m carrying the request properties, any send error) stores nothing.
 func (p *Producer) Request(ctx context.Context, m *message.Message) (*message.MessageExt, error) {
 	if p == nil {
 		return nil, errs.NilReceiver("producer.Producer")
@@ -95,11 +95,11 @@ func (p *Producer) Request(ctx context.Context, m *message.Message) (*message.Me
 
 // RequestAsync sends m as Request does and returns at once; cb gets the
 // reply or the error Request would return, exactly once, on a goroutine
-// of the producer (one per pending request; callbacks of different
-// requests may run concurrently). If RequestAsync returns an error (bad input, a send
-// error, nil cb) nothing is stored and cb is never called. ctx bounds the
-// wait for the reply too. Close waits for pending callbacks (they get
-// ErrClosed).
+// of the producer (one per pending request: callbacks of different
+// requests may run concurrently). If RequestAsync returns an error (bad
+// input, a send error, nil cb) nothing is stored and cb is never called.
+// ctx bounds the wait for the reply too. Close waits for pending
+// callbacks (they get ErrClosed).
 func (p *Producer) RequestAsync(ctx context.Context, m *message.Message, cb func(*message.MessageExt, error)) error {
 	if p == nil {
 		return errs.NilReceiver("producer.Producer")

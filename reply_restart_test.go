@@ -73,7 +73,6 @@ func TestReplyAfterReopen(t *testing.T) {
 	require.NoError(t, s.Close())
 
 	s = delayStore(t, fs, clk)
-	defer s.Close()
 	reps, err := s.ReadQueue(ctx, ReplyTopic, 0, 0, 10)
 	require.NoError(t, err)
 	require.Len(t, reps, 1)
@@ -89,4 +88,15 @@ func TestReplyAfterReopen(t *testing.T) {
 		}
 	}
 	require.True(t, found, "reply topic registered")
+	require.NoError(t, s.Close())
+
+	// Read-only: Reply is refused and stores nothing.
+	ro, err := openFS(fs, "/d", smallFiles(&Options{Clock: clk, SegmentSize: 1 << 20, ReadOnly: true}))
+	require.NoError(t, err)
+	defer ro.Close()
+	_, err = ro.Reply(ctx, reqs[0], []byte("b"))
+	require.ErrorIs(t, err, ErrReadOnly)
+	reps, err = ro.ReadQueue(ctx, ReplyTopic, 0, 0, 10)
+	require.NoError(t, err)
+	require.Len(t, reps, 1)
 }

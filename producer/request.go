@@ -99,7 +99,7 @@ func (p *Producer) Request(ctx context.Context, m *message.Message) (*message.Me
 // requests may run concurrently). If RequestAsync returns an error (bad
 // input, a send error, nil cb) nothing is stored and cb is never called.
 // ctx bounds the wait for the reply too. Close waits for pending
-// callbacks (they get ErrClosed).
+// callbacks (they get ErrClosed), so cb must not call Close.
 func (p *Producer) RequestAsync(ctx context.Context, m *message.Message, cb func(*message.MessageExt, error)) error {
 	if p == nil {
 		return errs.NilReceiver("producer.Producer")

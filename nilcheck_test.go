@@ -57,6 +57,9 @@ func TestNilContextAndNilHandles(t *testing.T) {
 		{"Store.WaitVisible", func() error { return s.WaitVisible(nilCtx) }},
 		{"Store.Verify", func() error { _, err := s.Verify(nilCtx, nil); return err }},
 		{"Store.CheckTransactions", func() error { return s.CheckTransactions(nilCtx) }},
+		{"Producer.Request", func() error { _, err := p.Request(nilCtx, msg()); return err }},
+		{"Producer.RequestAsync", func() error { return p.RequestAsync(nilCtx, msg(), func(*MessageExt, error) {}) }},
+		{"Store.Reply", func() error { _, err := s.Reply(nilCtx, ext, []byte("r")); return err }},
 
 		{"nil Store.Close", func() error { return nilStore.Close() }},
 		{"nil Store.Put", func() error { _, err := nilStore.Put(context.Background(), msg(), 0); return err }},
@@ -67,6 +70,11 @@ func TestNilContextAndNilHandles(t *testing.T) {
 		}},
 		{"nil Producer.SendBatch", func() error { _, err := nilProducer.SendBatch(context.Background(), []*Message{msg()}); return err }},
 		{"nil Producer.Close", func() error { return nilProducer.Close() }},
+		{"nil Producer.Request", func() error { _, err := nilProducer.Request(context.Background(), msg()); return err }},
+		{"nil Producer.RequestAsync", func() error {
+			return nilProducer.RequestAsync(context.Background(), msg(), func(*MessageExt, error) {})
+		}},
+		{"nil Store.Reply", func() error { _, err := nilStore.Reply(context.Background(), ext, []byte("r")); return err }},
 		{"nil TransactionProducer.Close", func() error { return nilTx.Close() }},
 		{"nil PushConsumer.Subscribe", func() error { return nilPush.Subscribe("t", nil) }},
 		{"nil PushConsumer.Start", func() error {

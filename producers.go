@@ -18,6 +18,8 @@ import (
 //	SendAsync(ctx context.Context, m *Message, cb func(SendResult, error)) error
 //	SendBatch(ctx context.Context, msgs []*Message) ([]SendResult, error)
 //	SendOneway(m *Message) error
+//	Request(ctx context.Context, m *Message) (*MessageExt, error)   // see Store.Reply
+//	RequestAsync(ctx context.Context, m *Message, cb func(*MessageExt, error)) error
 //	Close() error
 type Producer = producer.Producer
 

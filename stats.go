@@ -32,6 +32,8 @@ type Stats struct {
 	Throughput ThroughputStats
 	// Retention counts what retention deleted before its retention age.
 	Retention RetentionStats
+	// Requests counts request-reply traffic (see Store.Reply).
+	Requests RequestStats
 	// Disk is the use of the volume holding the store, as the disk-ratio
 	// options see it.
 	Disk DiskStats
@@ -123,6 +125,7 @@ func (s *Store) Stats() (Stats, error) {
 		FlushedPosition: s.log.FlushedPosition(), DispatchedPosition: dispatched,
 		DispatchLag: max(wrote-dispatched, 0)}
 	st.Throughput = s.metrics.snapshot(s)
+	st.Requests = s.replies.stats()
 	st.Retention = RetentionStats{EarlySegments: s.early.segments.Load(), EarlyBytes: s.early.bytes.Load()}
 	if used, total, ok, err := vfs.Usage(s.fs, s.dir); err == nil && ok {
 		st.Disk = DiskStats{Known: true, Used: used, Total: total, Ratio: float64(used) / float64(total)}

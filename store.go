@@ -69,6 +69,8 @@ type Store struct {
 	retQuit         chan struct{}
 	retDone         chan struct{}
 
+	replies replyRouter // request-reply: see reply.go
+
 	handles struct { // producers and consumers, closed by Close
 		sync.Mutex
 		set map[handle]struct{}

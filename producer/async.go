@@ -129,7 +129,8 @@ func (a *asyncState) worker() {
 // Close stops the producer: new sends fail with ErrClosed, senders
 // blocked on the in-flight bound are released with ErrClosed, and Close
 // returns once every accepted async send has had its callback (their
-// messages are stored; the callbacks report durability). Idempotent.
+// messages are stored; the callbacks report durability) and every
+// pending Request and RequestAsync has ended (with ErrClosed). Idempotent.
 func (p *Producer) Close() error {
 	if p == nil {
 		return errs.NilReceiver("producer.Producer")
@@ -143,6 +144,7 @@ func (p *Producer) Close() error {
 		close(a.pending)
 		a.started.Do(func() { close(a.done) }) // never started: nothing to wait for
 		<-a.done
+		p.closeRequests()
 	})
 	return nil
 }

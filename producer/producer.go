@@ -12,6 +12,7 @@ import (
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/cespare/xxhash/v2"
 
@@ -67,6 +68,10 @@ type Options struct {
 	// SendAsync blocks (bounded by its ctx) while the bound is reached.
 	// Default 10,000.
 	MaxInFlight int
+	// RequestTimeout is how long Request and RequestAsync wait for a
+	// reply, on the store's clock (Options.Clock); 0: 3 s
+	// (DefaultRequestTimeout). A ctx deadline also ends the wait.
+	RequestTimeout time.Duration
 }
 
 // SendStatus is the outcome of a send that stored its message.
@@ -110,6 +115,7 @@ type Producer struct {
 	picker Picker
 
 	async asyncState
+	req   requestState
 }
 
 // New returns a Producer over st. Options are checked here.
@@ -135,6 +141,9 @@ func New(st Store, opts Options) (*Producer, error) {
 	}
 	if opts.MaxInFlight < 0 {
 		problems = append(problems, fmt.Errorf("negative MaxInFlight %d", opts.MaxInFlight))
+	}
+	if opts.RequestTimeout < 0 {
+		problems = append(problems, fmt.Errorf("negative RequestTimeout %s", opts.RequestTimeout))
 	}
 	if len(problems) > 0 {
 		return nil, fmt.Errorf("mqlite/producer: bad options: %w: %w", errs.ErrInvalidArgument, errors.Join(problems...))

@@ -2,25 +2,14 @@
 
 package vfs
 
-import (
-	"os"
-
-	"golang.org/x/sys/unix"
-)
+import "os"
 
 // On the BSDs fsync(2) and msync(MS_SYNC) make data durable.
 
 // Allocate sets the length with ftruncate: the blocks are not reserved, so
 // a full disk shows when the pages are written back, not here.
 func (o *osFile) Allocate(size int64) error {
-	fi, err := o.f.Stat()
-	if err != nil {
-		return err
-	}
-	if fi.Size() >= size {
-		return nil
-	}
-	return o.f.Truncate(size)
+	return o.grow(size)
 }
 
 // Sync is fsync(2).
@@ -34,10 +23,5 @@ func (m *osMapping) Sync(off, n int) error {
 	if n <= 0 {
 		return nil
 	}
-	start := off &^ (PageSize - 1)
-	end := min(off+n, len(m.m))
-	if err := unix.Msync(m.m[start:end], unix.MS_SYNC); err != nil {
-		return &os.PathError{Op: "msync", Path: m.name, Err: err}
-	}
-	return nil
+	return m.msync(off, n)
 }

@@ -74,10 +74,8 @@ func (m *osMapping) Sync(off, n int) error {
 	if n <= 0 {
 		return nil
 	}
-	start := off &^ (PageSize - 1)
-	end := min(off+n, len(m.m))
-	if err := unix.Msync(m.m[start:end], unix.MS_SYNC); err != nil {
-		return &os.PathError{Op: "msync", Path: m.name, Err: err}
+	if err := m.msync(off, n); err != nil {
+		return err
 	}
 	if m.fd < 0 {
 		return &os.PathError{Op: "msync", Path: m.name, Err: os.ErrInvalid}

@@ -34,32 +34,7 @@ func (m *osMapping) Sync(off, n int) error {
 	if n <= 0 {
 		return nil
 	}
-	start := off &^ (PageSize - 1)
-	end := min(off+n, len(m.m))
-	if err := unix.Msync(m.m[start:end], unix.MS_SYNC); err != nil {
-		return &os.PathError{Op: "msync", Path: m.name, Err: err}
-	}
-	return nil
-}
-
-// Drop is Dropper's, on the whole pages inside [off, off+n).
-func (m *osMapping) Drop(off, n int) {
-	start := (off + PageSize - 1) &^ (PageSize - 1)
-	end := min(off+n, len(m.m)) &^ (PageSize - 1)
-	if start < end {
-		unix.Madvise(m.m[start:end], unix.MADV_DONTNEED)
-	}
-}
-
-// SmallPages is Pager's, on the whole mapping.
-func (m *osMapping) SmallPages(on bool) {
-	advice := unix.MADV_NORMAL
-	if on {
-		advice = unix.MADV_RANDOM
-	}
-	if len(m.m) > 0 {
-		unix.Madvise(m.m, advice)
-	}
+	return m.msync(off, n)
 }
 
 // HugePages is Pager's, on the whole mapping.

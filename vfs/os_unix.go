@@ -86,3 +86,35 @@ func (m *osMapping) Unmap() error {
 	}
 	return err
 }
+
+// Drop is Dropper's, on the whole pages inside [off, off+n).
+func (m *osMapping) Drop(off, n int) {
+	start := (off + PageSize - 1) &^ (PageSize - 1)
+	end := min(off+n, len(m.m)) &^ (PageSize - 1)
+	if start < end {
+		unix.Madvise(m.m[start:end], unix.MADV_DONTNEED)
+	}
+}
+
+// SmallPages is Pager's, on the whole mapping.
+func (m *osMapping) SmallPages(on bool) {
+	advice := unix.MADV_NORMAL
+	if on {
+		advice = unix.MADV_RANDOM
+	}
+	if len(m.m) > 0 {
+		unix.Madvise(m.m, advice)
+	}
+}
+
+// msync is msync(MS_SYNC) of the pages holding [off, off+n): a mapping's
+// writes in that range are on the disk, or in its cache where the platform
+// needs more (macOS's F_FULLFSYNC, see os_darwin.go).
+func (m *osMapping) msync(off, n int) error {
+	start := off &^ (PageSize - 1)
+	end := min(off+n, len(m.m))
+	if err := unix.Msync(m.m[start:end], unix.MS_SYNC); err != nil {
+		return &os.PathError{Op: "msync", Path: m.name, Err: err}
+	}
+	return nil
+}

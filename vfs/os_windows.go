@@ -74,14 +74,7 @@ func lockFile(f *os.File, exclusive bool) error {
 // file's length, zero-filled on first access. A file already size long
 // or longer is left as it is.
 func (o *osFile) Allocate(size int64) error {
-	fi, err := o.f.Stat()
-	if err != nil {
-		return err
-	}
-	if fi.Size() >= size {
-		return nil
-	}
-	return o.f.Truncate(size)
+	return o.grow(size)
 }
 
 // Sync is FlushFileBuffers (os.File.Sync), which writes the file's data
@@ -178,28 +171,3 @@ func (m *osMapping) Drop(off, n int) {}
 
 // SmallPages is Pager's: nothing on Windows.
 func (m *osMapping) SmallPages(on bool) {}
-
-// HugePages is Pager's: nothing on Windows (large pages need a privilege
-// and cannot back a file view).
-func (m *osMapping) HugePages() {}
-
-// Populate would fault in the pages of b ahead of use: nothing on Windows
-// (PrefetchVirtualMemory reads; touching the pages would race with the
-// writers of b). The pages fault in on first write.
-func Populate([]byte) {}
-
-// PopulateRead is Populate for reading: nothing on Windows either.
-func PopulateRead([]byte) {}
-
-// DataRanges returns the parts of [from, to) of the file name that may
-// hold data: all of it on Windows.
-func DataRanges(_ FS, _ string, from, to int64) [][2]int64 {
-	if from >= to {
-		return nil
-	}
-	return [][2]int64{{from, to}}
-}
-
-// Resident is the share of b's pages that are in memory: 1 on Windows (it
-// cannot tell).
-func Resident([]byte) float64 { return 1 }

@@ -1,21 +1,12 @@
 package vfs
 
-import (
-	"fmt"
+import "golang.org/x/sys/unix"
 
-	"golang.org/x/sys/unix"
-)
-
-// statVolume is statfs(2) in bytes: size, free (to root), available (to
-// others). Block counts are in fragment units (f_frsize), as df counts.
-func statVolume(dir string) (size, free, avail uint64, err error) {
-	var st unix.Statfs_t
-	if err := unix.Statfs(dir, &st); err != nil {
-		return 0, 0, 0, fmt.Errorf("statfs %s: %w", dir, err)
+// blockSize is the unit of statfs's block counts: the fragment size
+// (f_frsize), as df counts, or the block size where that is 0.
+func blockSize(st *unix.Statfs_t) uint64 {
+	if st.Frsize > 0 {
+		return uint64(st.Frsize)
 	}
-	bs := uint64(st.Frsize)
-	if bs == 0 {
-		bs = uint64(st.Bsize)
-	}
-	return st.Blocks * bs, st.Bfree * bs, st.Bavail * bs, nil
+	return uint64(st.Bsize)
 }

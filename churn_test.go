@@ -5,6 +5,7 @@ package mqlite
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"path/filepath"
 	"sync"
@@ -12,6 +13,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 )
+
+// churnCycles is the number of Open/Put/Poll/Close cycles of
+// TestOpenCloseChurn (CI asks for 200).
+var churnCycles = flag.Int("churn.cycles", 60, "Open/Put/Poll/Close cycles of TestOpenCloseChurn")
 
 // S27: Open -> Put -> Poll -> Close, over and over on real files, leaves
 // no descriptor, mapping or goroutine behind; Close twice is a no-op; and

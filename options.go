@@ -194,6 +194,19 @@ type Options struct {
 	FileMode os.FileMode
 
 	Clock clock.Clock // default clock.Real
+	// Seed, when not 0, makes every random choice the store and its
+	// producers make draw from it instead of at random: the prefix of
+	// generated unique keys, each producer's round-robin start per topic
+	// and generated transaction IDs. With a clock.Fake as Clock,
+	// InMemory, and the work of each step finished with Settle after
+	// each Advance, the same script run twice gives the same message IDs,
+	// unique keys, queue choices, offsets, delivery order, retry timing
+	// and dead letters (see "Deterministic runs" in the package
+	// documentation for what the script must keep to, and what stays
+	// scheduler-dependent). Two stores opened with the same seed generate
+	// the same unique keys: use it for tests, never for two stores whose
+	// messages meet. 0 (the default): random, as RocketMQ.
+	Seed int64
 	// Logger receives routine logs; nil discards them. Warnings about
 	// deleted data (DiskFullDeleteOldest, MaxStoreBytes) go to
 	// slog.Default when it is nil, so that no loss is silent.

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"sync"
@@ -77,8 +76,10 @@ type Store struct {
 	uniqPrefix uint32
 	uniqHex    [8]byte // uniqPrefix in hex: the start of every generated unique key
 	uniqSeq    uint64  // append lock: the last generated key's sequence number
-	wallBase   atomic.Pointer[wallBase]
-	jobs       sync.Pool
+	// producerSeq counts producers made, for their seeds (seed.go).
+	producerSeq atomic.Uint64
+	wallBase    atomic.Pointer[wallBase]
+	jobs        sync.Pool
 
 	readOnly    bool // Options.ReadOnly: see readonly.go
 	dispRunning bool // the dispatcher loop was started (for abortOpen)
@@ -153,7 +154,7 @@ func openStore(fs vfs.FS, dir string, opts *Options, rebuild bool) (*Store, erro
 	}
 	fs = vfs.WithModes(fs, o.FileMode)
 	s := &Store{opts: o, dir: filepath.Clean(dir), fs: fs, queues: map[string]*topicNext{}, lossLog: lossLogger(opts),
-		uniqPrefix: rand.Uint32(), cpQuit: make(chan struct{}), cpDone: make(chan struct{})}
+		uniqPrefix: newUniqPrefix(o.Seed), cpQuit: make(chan struct{}), cpDone: make(chan struct{})}
 	putHex(s.uniqHex[:], uint64(s.uniqPrefix))
 	s.resyncWall()
 	s.jobs.New = func() any { return &putJob{s: s} }

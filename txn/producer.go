@@ -65,7 +65,7 @@ func NewProducer(svc *Service, checker Checker, opts ProducerOptions) (*Producer
 	if seed := svc.opts.Seed; seed != 0 {
 		n := svc.producers.Add(1)
 		p.picker.Seed = mix(seed, 2*n)
-		p.ids = &idSource{rng: rand.New(rand.NewPCG(mix(seed, 2*n+1), n))}
+		p.ids = &idSource{rng: newSeededRand(mix(seed, 2*n+1), n)}
 	}
 	return p, nil
 }
@@ -281,6 +281,9 @@ type idSource struct {
 	mu  sync.Mutex
 	rng *rand.Rand
 }
+
+// newSeededRand is a PCG generator with seed and stream s.
+func newSeededRand(seed, s uint64) *rand.Rand { return rand.New(rand.NewPCG(seed, s)) }
 
 // newUniq returns a unique key of message.UniqLen upper-case hex digits.
 func (s *idSource) newUniq() string {

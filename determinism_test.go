@@ -187,11 +187,15 @@ func (r *detRun) step(i int, p *Producer, tp *TransactionProducer, pull *PullCon
 			r.logf("batch %s", sendResult(res))
 		}
 	case k < 9 && background: // a delayed message for the pull consumer
-		res, err := p.Send(r.ctx, &Message{Topic: "later", Body: body(), DelayLevel: 1 + r.rng.IntN(4)})
+		m := &Message{Topic: "later", Body: body(), DelayLevel: 1 + r.rng.IntN(4)}
+		if r.rng.IntN(2) == 0 { // the timer service instead of a delay level
+			m.DelayLevel, m.DeliverAt = 0, r.clk.Now().Add(time.Duration(1+r.rng.IntN(40_000))*time.Millisecond)
+		}
+		res, err := p.Send(r.ctx, m)
 		require.NoError(t, err)
 		r.delayedPending++
 		r.uniqs = append(r.uniqs, res.UniqKey())
-		r.logf("delayed %s", sendResult(res))
+		r.logf("delayed level=%d at=%d %s", m.DelayLevel, m.DeliverAt.UnixMilli(), sendResult(res))
 	case k < 11: // a transaction: commit, rollback, or left to the check-back
 		state := []TxState{CommitMessage, RollbackMessage, TxUnknown}[r.rng.IntN(3)]
 		m := &Message{Topic: "tx", Body: body(), Properties: map[string]string{"check": []string{"commit", "rollback"}[r.rng.IntN(2)]}}
@@ -291,7 +295,7 @@ func TestDeterministicRuns(t *testing.T) {
 	_, u2 := runDeterminismScript(t, 1, 0, 20)
 	require.NotEqual(t, u1, u2, "seed 0: two runs generated the same unique keys")
 	// The scripts exercised every path they compare.
-	for _, want := range []string{"send ", "batch ", "delayed ", "tx COMMIT", "tx ROLLBACK", "tx UNKNOW ", "checked ", "poll ",
+	for _, want := range []string{"send ", "batch ", "delayed level=0 ", " at=-", "tx COMMIT", "tx ROLLBACK", "tx UNKNOW ", "checked ", "poll ",
 		"deliver gp-1", "deliver gp-2", "deliver gs-1", "dead ", " rc=1 ", " rc=2 "} {
 		require.True(t, slices.ContainsFunc(all, func(l string) bool { return strings.Contains(l, want) }),
 			"the scripts never produced %q", want)

@@ -201,11 +201,16 @@ type Options struct {
 	// InMemory, and the work of each step finished with Settle after
 	// each Advance, the same script run twice gives the same message IDs,
 	// unique keys, queue choices, offsets, delivery order, retry timing
-	// and dead letters (see "Deterministic runs" in the package
-	// documentation for what the script must keep to, and what stays
-	// scheduler-dependent). Two stores opened with the same seed generate
-	// the same unique keys: use it for tests, never for two stores whose
-	// messages meet. 0 (the default): random, as RocketMQ.
+	// and dead letters. Still up to the Go scheduler (see "Deterministic
+	// runs" in the package documentation for the rules a script keeps
+	// to): push consumers with more than one handler goroutine, messages
+	// reaching several queues of one push consumer in one step, background
+	// writes falling due together (two retries, a retry and a delayed
+	// message), periodic transaction check-backs, SendAsync callbacks and
+	// concurrent sends, and what the real clock measures (flow control).
+	// Two stores opened with the same seed generate the same unique keys:
+	// use it for tests, never for two stores whose messages meet. 0 (the
+	// default): random, as RocketMQ.
 	Seed int64
 	// Logger receives routine logs; nil discards them. Warnings about
 	// deleted data (DiskFullDeleteOldest, MaxStoreBytes) go to

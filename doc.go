@@ -212,8 +212,11 @@
 //     very slow machine can see ErrFlowControl where another does not.
 //     Latencies in Stats.Throughput are real-clock measurements.
 //
-// The seed makes two stores generate the same unique keys: use it in
-// tests only, never for stores whose messages meet.
+// The CommitLog's end at Open is part of the seed, so a store reopened
+// with the same seed does not repeat the unique keys and transaction IDs
+// of its previous run (and the same runs still repeat exactly). Two
+// stores with the same seed and history generate the same unique keys:
+// use the seed in tests only, never for stores whose messages meet.
 //
 // # Where to look
 //

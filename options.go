@@ -208,9 +208,11 @@ type Options struct {
 	// writes falling due together (two retries, a retry and a delayed
 	// message), periodic transaction check-backs, SendAsync callbacks and
 	// concurrent sends, and what the real clock measures (flow control).
-	// Two stores opened with the same seed generate the same unique keys:
-	// use it for tests, never for two stores whose messages meet. 0 (the
-	// default): random, as RocketMQ.
+	// The CommitLog's end at Open is mixed in, so a reopened store does
+	// not repeat its previous run's keys; two stores with the same seed
+	// and history generate the same unique keys: use it for tests, never
+	// for stores whose messages meet. 0 (the default): random, as
+	// RocketMQ.
 	Seed int64
 	// Logger receives routine logs; nil discards them. Warnings about
 	// deleted data (DiskFullDeleteOldest, MaxStoreBytes) go to

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"sync"
@@ -76,7 +77,9 @@ type Store struct {
 	uniqPrefix uint32
 	uniqHex    [8]byte // uniqPrefix in hex: the start of every generated unique key
 	uniqSeq    uint64  // append lock: the last generated key's sequence number
-	// producerSeq counts producers made, for their seeds (seed.go).
+	// seedBase derives every seed (seed.go): 0 without Options.Seed.
+	seedBase int64
+	// producerSeq counts producers made, for their seeds.
 	producerSeq atomic.Uint64
 	wallBase    atomic.Pointer[wallBase]
 	jobs        sync.Pool
@@ -154,7 +157,7 @@ func openStore(fs vfs.FS, dir string, opts *Options, rebuild bool) (*Store, erro
 	}
 	fs = vfs.WithModes(fs, o.FileMode)
 	s := &Store{opts: o, dir: filepath.Clean(dir), fs: fs, queues: map[string]*topicNext{}, lossLog: lossLogger(opts),
-		uniqPrefix: newUniqPrefix(o.Seed), cpQuit: make(chan struct{}), cpDone: make(chan struct{})}
+		uniqPrefix: rand.Uint32(), cpQuit: make(chan struct{}), cpDone: make(chan struct{})}
 	putHex(s.uniqHex[:], uint64(s.uniqPrefix))
 	s.resyncWall()
 	s.jobs.New = func() any { return &putJob{s: s} }
@@ -220,6 +223,7 @@ func (s *Store) open() error {
 		return err
 	}
 	rep := s.log.Report()
+	s.seedAt(rep.End)
 	s.recovery = RecoveryReport{CleanShutdown: clean, CheckpointFound: cpOK, CommitLogEnd: rep.End,
 		TruncatedBytes: rep.TruncatedBytes, DroppedRecords: rep.DroppedRecords, LostFlushedBytes: rep.LostFlushed}
 	if err := s.openIndexes(cp, cpOK); err != nil {

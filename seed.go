@@ -10,7 +10,7 @@ package mqlite
 // something does not repeat the unique keys and transaction IDs of its
 // previous run, and the same runs still give the same values.
 
-// Purposes of derived seeds: the first argument of deriveSeed.
+// Purposes of derived seeds: the second argument of deriveSeed.
 const (
 	seedUniqPrefix = iota + 1
 	seedProducer

@@ -168,6 +168,56 @@
 //   - An open store holds one file descriptor (the lock); a failed Open
 //     leaves no goroutine, mapping or descriptor behind.
 //
+// # Deterministic runs
+//
+// A test harness can make a run repeatable: open the store with
+// Options.Clock a clock.Fake, Options.InMemory and a non-zero
+// Options.Seed, drive time with Advance and finish each step with
+// Store.Settle. The seed replaces every random choice: the prefix of the
+// unique keys the store generates, each producer's round-robin start per
+// topic (derived from the seed and the order producers are made) and the
+// transaction IDs of transaction producers; consumers take their queues in
+// queue order. Everything else is already a function of the calls made
+// and the fake clock: message IDs are CommitLog offsets, consumer instance
+// names count up, rebalancing sorts its members. So the same script run
+// twice gives the same message IDs, unique keys, queue choices, offsets,
+// store times, deliveries per consumer (with reconsume counts), retry
+// times and dead letters. TestDeterministicRuns checks it.
+//
+// The promise holds while the script keeps to these rules; where it does
+// not, the order of some writes depends on the Go scheduler, and every
+// offset and message ID after them with it:
+//
+//   - One handler goroutine per push consumer (ConsumerOptions.Goroutines
+//     1); with more, handler calls run in parallel.
+//   - Each push consumer gets new messages on one queue per step. A
+//     consumer fetches each queue on its own goroutine, so messages that
+//     arrive on several of its queues before a Settle are handled in an
+//     interleaving the scheduler picks (each queue's own order is kept).
+//     A batch goes to one queue; pull consumers are not affected (after a
+//     Settle, Poll takes from the queues in a fixed order).
+//   - Background writes do not overlap: the delay levels, the timer
+//     service and push consumers' send-backs (retries, dead letters) run
+//     on their own goroutines, so two messages due at the same step (two
+//     retries, a retry and a delayed message), or a retry sent back while
+//     another message falls due, are written in an order the scheduler
+//     picks. A script keeps at most one message at a time on its way
+//     through them.
+//   - Transaction check-backs run through Store.CheckTransactions, with
+//     Options.TxCheckInterval longer than the run; the periodic round
+//     runs on its own goroutine.
+//   - No concurrent sends, and no SendAsync: its callbacks run on other
+//     goroutines, in an order the scheduler picks.
+//   - Options.FlowControlThreshold measures stalls on the real clock: a
+//     very slow machine can see ErrFlowControl where another does not.
+//     Latencies in Stats.Throughput are real-clock measurements.
+//
+// The CommitLog's end at Open is part of the seed, so a store reopened
+// with the same seed does not repeat the unique keys and transaction IDs
+// of its previous run (and the same runs still repeat exactly). Two
+// stores with the same seed and history generate the same unique keys:
+// use the seed in tests only, never for stores whose messages meet.
+//
 // # Where to look
 //
 // commitlog (segments, frame format, recovery), consumequeue and indexfile

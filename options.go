@@ -204,6 +204,26 @@ type Options struct {
 	FileMode os.FileMode
 
 	Clock clock.Clock // default clock.Real
+	// Seed, when not 0, makes every random choice the store and its
+	// producers make draw from it instead of at random: the prefix of
+	// generated unique keys, each producer's round-robin start per topic
+	// and generated transaction IDs. With a clock.Fake as Clock,
+	// InMemory, and the work of each step finished with Settle after
+	// each Advance, the same script run twice gives the same message IDs,
+	// unique keys, queue choices, offsets, delivery order, retry timing
+	// and dead letters. Still up to the Go scheduler (see "Deterministic
+	// runs" in the package documentation for the rules a script keeps
+	// to): push consumers with more than one handler goroutine, messages
+	// reaching several queues of one push consumer in one step, background
+	// writes falling due together (two retries, a retry and a delayed
+	// message), periodic transaction check-backs, SendAsync callbacks and
+	// concurrent sends, and what the real clock measures (flow control).
+	// The CommitLog's end at Open is mixed in, so a reopened store does
+	// not repeat its previous run's keys; two stores with the same seed
+	// and history generate the same unique keys: use it for tests, never
+	// for stores whose messages meet. 0 (the default): random, as
+	// RocketMQ.
+	Seed int64
 	// Logger receives routine logs; nil discards them. Warnings about
 	// deleted data (DiskFullDeleteOldest, MaxStoreBytes) go to
 	// slog.Default when it is nil, so that no loss is silent.

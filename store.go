@@ -79,8 +79,12 @@ type Store struct {
 	uniqPrefix uint32
 	uniqHex    [8]byte // uniqPrefix in hex: the start of every generated unique key
 	uniqSeq    uint64  // append lock: the last generated key's sequence number
-	wallBase   atomic.Pointer[wallBase]
-	jobs       sync.Pool
+	// seedBase derives every seed (seed.go): 0 without Options.Seed.
+	seedBase int64
+	// producerSeq counts producers made, for their seeds.
+	producerSeq atomic.Uint64
+	wallBase    atomic.Pointer[wallBase]
+	jobs        sync.Pool
 
 	readOnly    bool // Options.ReadOnly: see readonly.go
 	dispRunning bool // the dispatcher loop was started (for abortOpen)
@@ -218,6 +222,7 @@ func (s *Store) open() error {
 		return err
 	}
 	rep := s.log.Report()
+	s.seedAt(rep.End)
 	s.recovery = RecoveryReport{CleanShutdown: clean, CheckpointFound: cpOK, CommitLogEnd: rep.End,
 		TruncatedBytes: rep.TruncatedBytes, DroppedRecords: rep.DroppedRecords, LostFlushedBytes: rep.LostFlushed}
 	if err := s.openIndexes(cp, cpOK); err != nil {

@@ -483,7 +483,6 @@ func (q *Queue) duplicateLocked(logical int64, e Entry) error {
 	return fmt.Errorf("mqlite/consumequeue: append to %s at %d: %+v differs from stored %+v: %w", q.dir, logical, e, stored, ErrConflict)
 }
 
-
 // Flush makes every entry appended so far durable: it syncs the dirty range
 // of each mapped file, then the directory if files were created or removed.
 // A failed sync fences the queue: later writes return ErrFenced.

@@ -286,6 +286,11 @@ func (m *member) reconcile() {
 	}
 	m.rebuildListLocked()
 	m.mu.Unlock()
+	// In queue order, not the maps': locks are taken and fetchers started
+	// the same way every run (Options.Seed in the root package).
+	byQueue := func(a, b *pq) int { return a.q.compare(b.q) }
+	slices.SortFunc(drop, byQueue)
+	slices.SortFunc(pending, byQueue)
 	for _, p := range drop {
 		p.drop()
 	}

@@ -7,6 +7,7 @@ package producer
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -40,6 +41,14 @@ type Store interface {
 	AwaitDurable(ctx context.Context, end int64) error
 	// Kick starts making the data ending at end durable without waiting.
 	Kick(end int64)
+}
+
+// Seeder is an optional interface of a Store: a Store opened with a seed
+// (mqlite's Options.Seed) returns a non-zero Seed for each new Producer,
+// whose round robin then starts from it instead of at random, so that a
+// test run can be repeated exactly. New calls Seed once.
+type Seeder interface {
+	Seed() uint64
 }
 
 // Selector picks the queue of a message among queues queues. It must
@@ -149,6 +158,9 @@ func New(st Store, opts Options) (*Producer, error) {
 		return nil, fmt.Errorf("mqlite/producer: bad options: %w: %w", errs.ErrInvalidArgument, errors.Join(problems...))
 	}
 	p := &Producer{st: st, opts: opts, picker: Picker{Selector: opts.Selector}}
+	if sd, ok := st.(Seeder); ok {
+		p.picker.Seed = sd.Seed()
+	}
 	p.async.init(p)
 	return p, nil
 }
@@ -243,11 +255,15 @@ func (p *Producer) pick(m *message.Message) (int, error) {
 
 // Picker chooses a message's queue as a Producer does: the Selector if
 // set, else the queue its ShardingKey hashes to, else round robin per
-// topic from a random start (as RocketMQ). Safe for concurrent use; the
-// zero value is ready.
+// topic from a random start (as RocketMQ), or from a start derived from
+// Seed and the topic name when Seed is not 0. Safe for concurrent use;
+// the zero value is ready.
 type Picker struct {
 	Selector Selector
-	rr       sync.Map // topic -> *atomic.Uint32
+	// Seed, when not 0, fixes each topic's round-robin start (a hash of
+	// Seed and the topic name), for repeatable test runs.
+	Seed uint64
+	rr   sync.Map // topic -> *atomic.Uint32
 }
 
 // Pick returns m's queue among n, or ErrInvalidArgument if the Selector
@@ -263,7 +279,7 @@ func (p *Picker) Pick(m *message.Message, n int) (int, error) {
 		c, ok := p.rr.Load(m.Topic)
 		if !ok {
 			v := new(atomic.Uint32)
-			v.Store(rand.Uint32())
+			v.Store(p.start(m.Topic))
 			c, _ = p.rr.LoadOrStore(m.Topic, v)
 		}
 		q = int(c.(*atomic.Uint32).Add(1) % uint32(n))
@@ -272,6 +288,19 @@ func (p *Picker) Pick(m *message.Message, n int) (int, error) {
 		return 0, fmt.Errorf("mqlite/producer: selector chose queue %d of %d for topic %q: %w", q, n, m.Topic, errs.ErrInvalidArgument)
 	}
 	return q, nil
+}
+
+// start is the round-robin start of topic: random, or from Seed.
+func (p *Picker) start(topic string) uint32 {
+	if p.Seed == 0 {
+		return rand.Uint32()
+	}
+	var b [8]byte
+	binary.LittleEndian.PutUint64(b[:], p.Seed)
+	d := xxhash.New()
+	d.Write(b[:])
+	d.WriteString(topic)
+	return uint32(d.Sum64())
 }
 
 // ShardingQueue is the queue a sharding key maps to among n queues: a

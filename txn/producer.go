@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"runtime/debug"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -38,6 +39,7 @@ type Producer struct {
 	unregister func()
 	picker     producer.Picker
 	closed     atomic.Bool
+	ids        *idSource
 }
 
 // NewProducer returns a Producer whose group's check-backs checker
@@ -59,7 +61,13 @@ func NewProducer(svc *Service, checker Checker, opts ProducerOptions) (*Producer
 	if err != nil {
 		return nil, err
 	}
-	return &Producer{svc: svc, st: svc.st, opts: opts, unregister: unregister, picker: producer.Picker{Selector: opts.Selector}}, nil
+	p := &Producer{svc: svc, st: svc.st, opts: opts, unregister: unregister, picker: producer.Picker{Selector: opts.Selector}}
+	if seed := svc.opts.Seed; seed != 0 {
+		n := svc.producers.Add(1)
+		p.picker.Seed = mix(seed, 2*n)
+		p.ids = &idSource{rng: newSeededRand(mix(seed, 2*n+1), n)}
+	}
+	return p, nil
 }
 
 // Close unregisters the producer's checker; sends in progress finish.
@@ -102,7 +110,7 @@ func (p *Producer) SendInTransaction(ctx context.Context, msg *message.Message, 
 	}
 	uniq := msg.UniqKey
 	if uniq == "" {
-		uniq = newUniq()
+		uniq = p.ids.newUniq()
 	}
 	born := msg.BornTimestamp
 	if born.IsZero() {
@@ -267,17 +275,48 @@ func (p *Producer) runLocal(ctx context.Context, localTx LocalTx, m *message.Mes
 	return state, nil
 }
 
-// newUniq returns a random unique key of message.UniqLen upper-case hex
-// digits.
-func newUniq() string {
+// idSource generates transaction IDs: at random, or from a seeded
+// generator (ServiceOptions.Seed). A nil *idSource is the random one.
+type idSource struct {
+	mu  sync.Mutex
+	rng *rand.Rand
+}
+
+// newSeededRand is a PCG generator with seed and stream s.
+func newSeededRand(seed, s uint64) *rand.Rand { return rand.New(rand.NewPCG(seed, s)) }
+
+// newUniq returns a unique key of message.UniqLen upper-case hex digits.
+func (s *idSource) newUniq() string {
 	const hex = "0123456789ABCDEF"
 	var b [message.UniqLen]byte
+	if s != nil {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+	}
 	for i := 0; i < len(b); i += 16 {
-		u := rand.Uint64()
+		var u uint64
+		if s != nil {
+			u = s.rng.Uint64()
+		} else {
+			u = rand.Uint64()
+		}
 		for j := i + 15; j >= i; j-- {
 			b[j] = hex[u&0xF]
 			u >>= 4
 		}
 	}
 	return string(b[:])
+}
+
+// mix derives a non-zero value from seed and n (SplitMix64's
+// finalizer), so that each producer's streams are unrelated.
+func mix(seed, n uint64) uint64 {
+	z := seed + n*0x9e3779b97f4a7c15
+	z = (z ^ z>>30) * 0xbf58476d1ce4e5b9
+	z = (z ^ z>>27) * 0x94d049bb133111eb
+	z ^= z >> 31
+	if z == 0 {
+		z = 1
+	}
+	return z
 }

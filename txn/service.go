@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mqlite/mqlite/clock"
@@ -47,6 +48,10 @@ type ServiceOptions struct {
 	// queues to count the pending half messages (Pending), no check round
 	// ever runs (CheckNow fails with ErrReadOnly), and Close saves nothing.
 	ReadOnly bool
+	// Seed, when not 0, makes the producers' generated transaction IDs
+	// and round-robin starts derive from it (in producer creation order)
+	// instead of being random, for repeatable test runs.
+	Seed uint64
 }
 
 // withDefaults fills in defaults and reports every problem at once.
@@ -107,6 +112,8 @@ type Service struct {
 	// writes. Only its holder moves the read cursors.
 	round sync.Mutex
 	saved progress // last progress written or loaded; guarded by round
+
+	producers atomic.Uint64 // producers made, for their seeds
 
 	mu struct {
 		sync.Mutex

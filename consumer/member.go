@@ -118,10 +118,6 @@ type member struct {
 	}
 
 	stats counters
-
-	// busy counts push workers between taking a token and finishing its
-	// runs (see idle).
-	busy atomic.Int32
 }
 
 func newMember(mg *Manager, group string, o Options, kind memberKind) *member {

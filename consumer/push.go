@@ -155,7 +155,6 @@ func (c *PushConsumer) Start(h Handler) error {
 	err := m.start(func() {
 		m.h = h
 		m.work = newWorkQueue()
-		m.work.busy = &m.busy
 		m.delay = newDelayer(m.clk)
 		m.slots = make([]runSlot, m.o.Goroutines)
 		for i := range m.slots {
@@ -306,19 +305,20 @@ type runSlot struct {
 // worker is one of the push consumer's handler goroutines.
 func (m *member) worker(slot int) {
 	defer m.workers.Done()
+	finished := false
 	for {
-		p, ok := m.work.pop()
+		p, ok := m.work.pop(finished)
 		if !ok {
 			return
 		}
-		// pop counted the worker in m.busy (see workQueue.busy).
+		// pop counted the worker busy (workQueue.mu.busy) until it
+		// comes back.
 		if m.o.Orderly {
 			m.consumeOrderly(p, slot)
 		} else {
 			m.consumeConcurrent(p, slot)
 		}
-		m.mg.activity.Add(1)
-		m.busy.Add(-1)
+		finished = true
 	}
 }
 

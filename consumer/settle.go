@@ -4,9 +4,20 @@ package consumer
 // all the work due at the clock's current time.
 
 // Activity counts what the consumers have done: pulls that delivered or
-// moved a fetch position, and handler runs finished. It only grows; the
-// store's Settle compares it across a round to see that nothing moved.
-func (mg *Manager) Activity() uint64 { return mg.activity.Load() }
+// moved a fetch position, and handler runs the live push consumers
+// finished. The store's Settle compares it across a round to see that
+// nothing moved (a consumer closing changes it too: another round).
+func (mg *Manager) Activity() uint64 {
+	n := mg.activity.Load()
+	for _, g := range mg.groupList() {
+		for _, m := range g.liveMembers() {
+			if m.work != nil {
+				n += m.work.doneCount()
+			}
+		}
+	}
+	return n
+}
 
 // Idle reports whether every live consumer has nothing to do at the
 // clock's current time: each has every assigned queue taken, has fetched
@@ -27,12 +38,7 @@ func (mg *Manager) Idle() bool {
 }
 
 func (m *member) idle() bool {
-	// The queue before busy: pop moves a token to busy under the
-	// queue's lock (see workQueue.busy).
-	if m.work != nil && !m.work.empty() {
-		return false
-	}
-	if m.busy.Load() != 0 {
+	if m.work != nil && !m.work.idle() {
 		return false
 	}
 	if m.delay != nil && m.delay.due() {
@@ -93,10 +99,17 @@ func (p *pq) idle() bool {
 }
 
 // empty reports whether no token waits on the queue.
-func (w *workQueue) empty() bool {
+func (w *workQueue) idle() bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.mu.head == len(w.mu.items)
+	return w.mu.head == len(w.mu.items) && w.mu.busy == 0
+}
+
+// doneCount is how many tokens the workers have finished.
+func (w *workQueue) doneCount() uint64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.mu.done
 }
 
 // due reports whether an item is due at the clock's current time, or

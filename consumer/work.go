@@ -3,7 +3,6 @@ package consumer
 import (
 	"container/heap"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/mqlite/mqlite/clock"
@@ -22,15 +21,16 @@ import (
 type workQueue struct {
 	signal chan struct{} // cap 1: a token may be waiting (see wake)
 	quit   chan struct{}
-	// busy, when set, counts a worker as busy from the moment pop gives
-	// it a token, under the same lock, so that Settle's idle check
-	// (which looks at the queue first, then at busy) never sees the
-	// token in neither place.
-	busy *atomic.Int32
-	mu   struct {
+	mu     struct {
 		sync.Mutex
 		items []tokenRun
 		head  int
+		// busy counts the workers between taking a token and coming
+		// back for the next, done the tokens they finished: both move
+		// under the lock pop takes anyway, so the handler path pays no
+		// atomic for Settle's idle check and activity count.
+		busy int
+		done uint64
 		// waking: a wake-up was sent that no worker has acted on yet
 		// (it is in signal, or a worker has it and has not yet taken
 		// the lock). Until one does, wake sends no other.
@@ -89,11 +89,17 @@ func (w *workQueue) wakeLocked() bool {
 
 // pop takes the next token, or blocks until there is one; false once the
 // queue is closed. Tokens a worker already claimed for its queue (see
-// pq.claim) are dropped on the way.
-func (w *workQueue) pop() (*pq, bool) {
+// pq.claim) are dropped on the way. finished says the worker is back from
+// the token it took last.
+func (w *workQueue) pop(finished bool) (*pq, bool) {
 	woken := false
 	for {
 		w.mu.Lock()
+		if finished {
+			w.mu.busy--
+			w.mu.done++
+			finished = false
+		}
 		if woken {
 			w.mu.waking, woken = false, false
 		}
@@ -113,9 +119,7 @@ func (w *workQueue) pop() (*pq, bool) {
 				w.mu.items, w.mu.head = w.mu.items[:n], 0
 			}
 			if take {
-				if w.busy != nil {
-					w.busy.Add(1)
-				}
+				w.mu.busy++
 				send := w.mu.head < len(w.mu.items) && w.wakeLocked()
 				w.mu.Unlock()
 				if send {

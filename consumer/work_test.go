@@ -23,11 +23,13 @@ func TestWorkQueueLosesNoWakeUp(t *testing.T) {
 	var wg sync.WaitGroup
 	for range workers {
 		wg.Go(func() {
+			finished := false
 			for {
-				p, ok := w.pop()
+				p, ok := w.pop(finished)
 				if !ok {
 					return
 				}
+				finished = true
 				for i := range pqs {
 					if pqs[i] == p {
 						popped[i].Add(1)
@@ -78,7 +80,7 @@ func TestWorkQueueOneWakeUpInFlight(t *testing.T) {
 	// Both tokens are still there for the workers.
 	w.signal <- struct{}{}
 	for range 2 {
-		got, ok := w.pop()
+		got, ok := w.pop(false)
 		if !ok || got != p {
 			t.Fatalf("pop = %v, %v", got, ok)
 		}
@@ -99,7 +101,7 @@ func TestWorkQueueClaimedTokens(t *testing.T) {
 	if n := len(w.mu.items); n != 3 {
 		t.Fatalf("%d entries, want 3 (a 5, b 2, a 1)", n)
 	}
-	if got, ok := w.pop(); !ok || got != a {
+	if got, ok := w.pop(false); !ok || got != a {
 		t.Fatalf("first pop = %p, want a", got)
 	}
 	// The worker goes on with a and asks for 6 more tokens: it gets the
@@ -112,7 +114,7 @@ func TestWorkQueueClaimedTokens(t *testing.T) {
 	}
 	// The claimed tokens are dropped on the way: b is next, twice.
 	for range 2 {
-		if got, ok := w.pop(); !ok || got != b {
+		if got, ok := w.pop(false); !ok || got != b {
 			t.Fatalf("pop = %p, want b", got)
 		}
 	}
@@ -121,10 +123,40 @@ func TestWorkQueueClaimedTokens(t *testing.T) {
 			w.mu.head, len(w.mu.items), a.tokens.Load())
 	}
 	w.push(b, 1)
-	if got, ok := w.pop(); !ok || got != b {
+	if got, ok := w.pop(false); !ok || got != b {
 		t.Fatalf("pop = %p, want b (a's last token is claimed)", got)
 	}
 	if a.tokens.Load() != 0 || b.tokens.Load() != 0 || len(w.mu.items) != 0 {
 		t.Fatalf("tokens left: a %#x, b %#x, %d entries", a.tokens.Load(), b.tokens.Load(), len(w.mu.items))
+	}
+}
+
+// A worker counts as busy from the pop that gives it a token until it
+// comes back for the next; each return counts one token done.
+func TestWorkQueueBusyUntilBack(t *testing.T) {
+	w := newWorkQueue()
+	p := &pq{}
+	w.push(p, 2)
+	if w.idle() {
+		t.Fatal("idle with tokens queued")
+	}
+	if got, ok := w.pop(false); !ok || got != p {
+		t.Fatalf("pop = %v, %v", got, ok)
+	}
+	if w.idle() || w.doneCount() != 0 {
+		t.Fatalf("a worker holds a token: idle %t, done %d", w.idle(), w.doneCount())
+	}
+	if got, ok := w.pop(true); !ok || got != p {
+		t.Fatalf("second pop = %v, %v", got, ok)
+	}
+	if w.idle() || w.doneCount() != 1 {
+		t.Fatalf("the second token is held: idle %t, done %d", w.idle(), w.doneCount())
+	}
+	w.close()
+	if _, ok := w.pop(true); ok {
+		t.Fatal("pop after close")
+	}
+	if !w.idle() || w.doneCount() != 2 {
+		t.Fatalf("the worker is back and the queue empty: idle %t, done %d", w.idle(), w.doneCount())
 	}
 }

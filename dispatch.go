@@ -189,7 +189,7 @@ func (d *dispatcher) loop() {
 		case <-d.quit:
 			return
 		}
-		if d.s.gc != nil {
+		if d.s.groupCommit != nil {
 			// FlushSync: the group commit wakes the loop right after it
 			// released the senders of a sync. Readied last, the loop
 			// would run first on this P; let the senders append their

@@ -111,8 +111,8 @@ func (s *Store) monitor() {
 		} else {
 			last, stuckSince = n, time.Time{}
 		}
-		if s.gc != nil {
-			if since, ok := s.gc.SyncingSince(); ok && wall.Sub(since) >= s.opts.FlowControlThreshold {
+		if s.groupCommit != nil {
+			if since, ok := s.groupCommit.SyncingSince(); ok && wall.Sub(since) >= s.opts.FlowControlThreshold {
 				busy = true
 			}
 		}

@@ -297,23 +297,23 @@ func (s *Store) append(ctx context.Context, m *Message, queue int, sys, validate
 // interval, as RocketMQ's does by default (wakeFlushWhenPutMessage false),
 // instead of syncing again after every few pages.
 func (s *Store) kick() {
-	if s.gc == nil || s.opts.ReadUncommitted {
+	if s.groupCommit == nil || s.opts.ReadUncommitted {
 		s.disp.notifySender()
 	}
-	if s.gc != nil {
-		s.gc.Kick()
+	if s.groupCommit != nil {
+		s.groupCommit.Kick()
 	}
 }
 
 // awaitDurable applies the flush mode to data ending at end.
 func (s *Store) awaitDurable(ctx context.Context, end int64) error {
-	if s.gc == nil || s.opts.ReadUncommitted {
+	if s.groupCommit == nil || s.opts.ReadUncommitted {
 		s.disp.notifySender()
 	}
-	if s.gc != nil {
+	if s.groupCommit != nil {
 		// No Kick: registering starts the sync, or ends the group
 		// commit's wait for the other senders to come back.
-		return s.gc.Wait(ctx, end)
+		return s.groupCommit.Wait(ctx, end)
 	}
 	return nil
 }

@@ -36,10 +36,10 @@ type Store struct {
 	fs   vfs.FS
 	lock io.Closer
 
-	log      *commitlog.Log
-	disp     *dispatcher
-	gc       *flush.GroupCommit // FlushSync
-	periodic *flush.Periodic    // FlushAsync
+	log         *commitlog.Log
+	disp        *dispatcher
+	groupCommit *flush.GroupCommit // FlushSync
+	periodic    *flush.Periodic    // FlushAsync
 
 	// queues holds each topic's next offset per queue id. It is read and
 	// written only inside commitlog's append lock (EncodePayload) and
@@ -233,7 +233,7 @@ func (s *Store) open() error {
 	}
 	switch s.opts.Flush {
 	case FlushSync:
-		s.gc = flush.NewGroupCommit(timedFlusher{s}, flush.GroupCommitOptions{Timeout: s.opts.SyncFlushTimeout, Clock: s.opts.Clock,
+		s.groupCommit = flush.NewGroupCommit(timedFlusher{s}, flush.GroupCommitOptions{Timeout: s.opts.SyncFlushTimeout, Clock: s.opts.Clock,
 			OnFlush: func(int64) { s.disp.notify() }})
 	case FlushAsync:
 		s.periodic = flush.NewPeriodic(timedFlusher{s}, flush.PeriodicOptions{Interval: s.opts.FlushInterval,
@@ -574,8 +574,8 @@ func (s *Store) Close() error {
 		close(s.cpQuit)
 		<-s.cpDone
 		errList := []error{cErr, hErr, txErr, schedErr}
-		if s.gc != nil {
-			s.gc.Close()
+		if s.groupCommit != nil {
+			s.groupCommit.Close()
 		}
 		if s.periodic != nil {
 			s.periodic.Close()
@@ -607,8 +607,8 @@ func (s *Store) abortOpen() {
 		close(s.disp.quit)
 		<-s.disp.done
 	}
-	if s.gc != nil {
-		s.gc.Close()
+	if s.groupCommit != nil {
+		s.groupCommit.Close()
 	}
 	if s.periodic != nil {
 		s.periodic.Close()

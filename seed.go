@@ -1,5 +1,7 @@
 package mqlite
 
+import "github.com/mqlite/mqlite/internal/splitmix"
+
 // Options.Seed: every random choice of the store and its producers comes
 // from here. Each consumer of randomness gets its own stream, derived
 // from the seed and a purpose (and, for producers, their creation
@@ -19,20 +21,14 @@ const (
 )
 
 // deriveSeed returns a non-zero 64-bit value from seed, purpose and n
-// (SplitMix64's finalizer over their combination): distinct inputs give
+// (two SplitMix64 steps over their combination): distinct inputs give
 // unrelated outputs.
 func deriveSeed(seed int64, purpose, n uint64) uint64 {
-	z := uint64(seed) ^ purpose*0x9e3779b97f4a7c15 ^ n*0xbf58476d1ce4e5b9
+	z := uint64(seed) ^ purpose*splitmix.Gamma ^ n*0xbf58476d1ce4e5b9
 	for range 2 {
-		z += 0x9e3779b97f4a7c15
-		z = (z ^ z>>30) * 0xbf58476d1ce4e5b9
-		z = (z ^ z>>27) * 0x94d049bb133111eb
-		z ^= z >> 31
+		z = splitmix.Mix(z + splitmix.Gamma)
 	}
-	if z == 0 {
-		z = 1
-	}
-	return z
+	return max(z, 1)
 }
 
 // seedAt sets the store's seeds once the CommitLog is recovered, its end

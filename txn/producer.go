@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/mqlite/mqlite/internal/splitmix"
 	"maps"
 	"math/rand/v2"
 	"runtime/debug"
@@ -308,15 +309,8 @@ func (s *idSource) newUniq() string {
 	return string(b[:])
 }
 
-// mix derives a non-zero value from seed and n (SplitMix64's
-// finalizer), so that each producer's streams are unrelated.
+// mix derives a non-zero value from seed and n (a SplitMix64 step), so
+// that each producer's streams are unrelated.
 func mix(seed, n uint64) uint64 {
-	z := seed + n*0x9e3779b97f4a7c15
-	z = (z ^ z>>30) * 0xbf58476d1ce4e5b9
-	z = (z ^ z>>27) * 0x94d049bb133111eb
-	z ^= z >> 31
-	if z == 0 {
-		z = 1
-	}
-	return z
+	return max(splitmix.Mix(seed+n*splitmix.Gamma), 1)
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/mqlite/mqlite/commitlog"
 	"github.com/mqlite/mqlite/consumequeue"
 	"github.com/mqlite/mqlite/consumer"
+	"github.com/mqlite/mqlite/delay"
 	"github.com/mqlite/mqlite/flush"
 	"github.com/mqlite/mqlite/indexfile"
 	"github.com/mqlite/mqlite/internal/errs"
@@ -48,8 +49,8 @@ type Store struct {
 	lastNext    *topicNext // the entry of the last put's topic (nextOffsets)
 	lastStoreMs int64
 	topics      *topic.Registry
-	sched       *scheduler
-	timers      *timers
+	sched       *delay.Scheduler
+	timers      *delay.Timers
 	txn         *txn.Service
 	retry       retryPolicies
 	consumers   *consumer.Manager
@@ -172,8 +173,8 @@ func openStore(fs vfs.FS, dir string, opts *Options, rebuild bool) (*Store, erro
 		s.retQuit, s.retDone = make(chan struct{}), make(chan struct{})
 		go s.retentionLoop()
 	}
-	s.sched.start()
-	s.timers.start()
+	s.sched.Start()
+	s.timers.Start()
 	if err := s.txn.Start(); err != nil {
 		s.Close()
 		return nil, err
@@ -240,10 +241,7 @@ func (s *Store) open() error {
 			LeastPages: s.opts.FlushLeastPages, ThoroughInterval: s.opts.FlushThoroughInterval,
 			Clock: s.opts.Clock, Logger: s.opts.Logger})
 	}
-	if s.sched, err = newScheduler(s); err != nil {
-		return err
-	}
-	if s.timers, err = newTimers(s); err != nil {
+	if err := s.openDelays(); err != nil {
 		return err
 	}
 	if s.txn, err = s.newTxnService(); err != nil {
@@ -564,8 +562,8 @@ func (s *Store) Close() error {
 		cErr := s.consumers.Close()
 		hErr := s.closeHandles()
 		txErr := s.txn.Close()
-		s.timers.stop()
-		schedErr := s.sched.stop()
+		s.timers.Stop()
+		schedErr := s.sched.Stop()
 		s.stopGuard()
 		if s.retQuit != nil {
 			close(s.retQuit)

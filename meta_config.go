@@ -21,12 +21,12 @@ func (s *Store) checkConfig() error {
 	if _, err := delay.LoadTimerState(s.fs, s.path(configDir)); err != nil {
 		return err
 	}
-	tx, err := txn.NewService(txnStore{s}, txn.ServiceOptions{FS: s.fs, Dir: s.path(configDir), ReadOnly: true})
+	tx, err := txn.NewService(txnHost{s}, txn.ServiceOptions{FS: s.fs, Dir: s.path(configDir), ReadOnly: true})
 	if err != nil {
 		return err
 	}
 	tx.Close() // read-only, never started: nothing to stop or save
-	mg, err := consumer.NewManager(consumerStore{s}, consumer.ManagerOptions{FS: s.fs, Dir: s.path(configDir),
+	mg, err := consumer.NewManager(consumerSource{s}, consumer.ManagerOptions{FS: s.fs, Dir: s.path(configDir),
 		ParseFilter: parseFilter, ReadOnly: true})
 	if err != nil {
 		return err

@@ -25,7 +25,7 @@ import (
 // reset persists holding it); offsetTable.mu and the work queue's and
 // delayer's mutexes are leaves.
 type Manager struct {
-	st      Store
+	st      Source
 	o       ManagerOptions
 	clk     clock.Clock
 	log     *slog.Logger
@@ -56,10 +56,10 @@ type Manager struct {
 // damaged config file fails with an ErrCorrupt naming it. With
 // o.ReadOnly it only loads them (a missing directory is no group): no
 // goroutine, no write, and new consumers are refused with ErrReadOnly.
-func NewManager(st Store, o ManagerOptions) (*Manager, error) {
+func NewManager(st Source, o ManagerOptions) (*Manager, error) {
 	o, err := o.withDefaults()
 	if st == nil {
-		err = errors.Join(err, fmt.Errorf("mqlite/consumer: nil Store: %w", ErrInvalidArgument))
+		err = errors.Join(err, fmt.Errorf("mqlite/consumer: nil Source: %w", ErrInvalidArgument))
 	}
 	if err != nil {
 		return nil, err
@@ -275,7 +275,7 @@ func (mg *Manager) saveGroups() error {
 }
 
 // ClampOffsets lowers every committed offset past its queue's end (the
-// Store's MaxOffset; queues the store does not know are left alone) to
+// Source's MaxOffset; queues the store does not know are left alone) to
 // that end, and persists the offsets if any changed. A store calls it when
 // it opens after a power loss, before it takes a put: a crash that cut a
 // queue's tail below a committed offset would otherwise leave that offset

@@ -55,7 +55,7 @@ const (
 // Subscribe/Assign, on the caller's goroutine, serialised by recMu.
 type member struct {
 	mg    *Manager
-	st    Store
+	st    Source
 	clk   clock.Clock
 	log   *slog.Logger
 	group string

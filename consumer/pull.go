@@ -368,7 +368,7 @@ func (p *pq) checkSeek(offset int64) error {
 
 // checkPosition says why offset lies outside q's [min, max] offsets, if it
 // does (ErrInvalidArgument).
-func checkPosition(st Store, q Queue, offset int64) error {
+func checkPosition(st Source, q Queue, offset int64) error {
 	minOff, err := st.MinOffset(q.Topic, q.ID)
 	if err != nil {
 		return err
@@ -435,7 +435,7 @@ func (m *member) seekToTime(t time.Time, seek func(*pq, int64) error) error {
 	return errors.Join(errList...)
 }
 
-// ReconsumeLater hands m to the store's retry path (Store.SendBack) and
+// ReconsumeLater hands m to the store's retry path (Source.SendBack) and
 // is how a pull consumer reports a message it failed to process. It
 // returns the store's error; clustering groups only (ErrInvalidArgument
 // for broadcasting: the retry topic is shared by the whole group).

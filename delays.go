@@ -136,16 +136,19 @@ func (s *Store) deliverDue(m *MessageExt, verify bool, kind string) error {
 // routes it to the schedule topic (queue level-1) or the timer topic,
 // keeping its real topic and queue in properties, without copying it. A
 // deliver-at time already past is delivered at once (a copy without it).
-// sys is for the store's own puts (retries) to its own topics.
-func (s *Store) delayed(m *Message, queue int, sys, validated bool) (*Message, int, message.Reroute, bool, error) {
-	if !validated {
+// c.sys is for the store's own puts (retries) to its own topics.
+func (s *Store) delayed(m *Message, queue int, c putCheck) (*Message, int, message.Reroute, bool, error) {
+	if !c.validated {
 		if err := message.Validate(m, s.opts.MaxMessageSize, topicLimit(m), uniqLen, s.opts.Clock.Now()); err != nil {
 			return nil, 0, message.Reroute{}, false, err
 		}
 	}
-	check := s.checkQueue(m, queue, false)
-	if sys {
+	var check error
+	switch {
+	case c.sys:
 		check = s.checkSysQueue(m.Topic, queue)
+	case !c.resolved:
+		check = s.checkQueue(m, queue, false)
 	}
 	if check != nil {
 		return nil, 0, message.Reroute{}, false, check
@@ -161,9 +164,9 @@ func (s *Store) delayed(m *Message, queue int, sys, validated bool) (*Message, i
 		r.Topic = topic.Timer
 		return m, 0, r, true, nil
 	}
-	c := *m
-	c.DeliverAt = time.Time{}
-	return &c, queue, r, false, nil
+	cp := *m
+	cp.DeliverAt = time.Time{}
+	return &cp, queue, r, false, nil
 }
 
 // sameAttempt matches the delivery of real (same reconsume count: the

@@ -58,8 +58,67 @@ func (s *Store) NewProducer(opts ProducerOptions) (*Producer, error) {
 	return p, nil
 }
 
-// producerStore is the Store a producer sees.
+// producerStore is the store as a producer sees it: a producer.Sink, whose
+// Send and SendBatch carry a send through the write path in one call
+// (producer.Appender's step-by-step methods stay for the transaction
+// service, which shares Validate).
 type producerStore struct{ s *Store }
+
+// Send validates m, resolves its topic once, picks its queue, compresses
+// and appends it, then waits or kicks as w says (see producer.Sink).
+func (p producerStore) Send(ctx context.Context, m *message.Message, o *producer.Options, pick *producer.Picker, w producer.Wait) (message.PutResult, error) {
+	if err := p.Validate(m); err != nil {
+		return message.PutResult{}, err
+	}
+	if err := producer.CheckSize(m, o); err != nil {
+		return message.PutResult{}, err
+	}
+	queue, err := p.pick(m, o, pick)
+	if err != nil {
+		return message.PutResult{}, err
+	}
+	out, err := producer.Compress(m, o)
+	if err != nil {
+		return message.PutResult{}, err
+	}
+	res, err := p.s.appendChecked(ctx, out, queue, putCheck{validated: true, resolved: true})
+	if err != nil {
+		return message.PutResult{}, err
+	}
+	switch w {
+	case producer.WaitDurable:
+		return res, p.s.awaitDurable(ctx, res.End())
+	case producer.WaitKick:
+		p.s.kick()
+	}
+	return res, nil
+}
+
+// SendBatch checks msgs, resolves their topic, picks their queue and
+// appends them as one, then waits until they are durable.
+func (p producerStore) SendBatch(ctx context.Context, msgs []*message.Message, o *producer.Options, pick *producer.Picker) ([]message.PutResult, error) {
+	if err := producer.CheckBatch(msgs, o, p.Validate); err != nil {
+		return nil, err
+	}
+	queue, err := p.pick(msgs[0], o, pick)
+	if err != nil {
+		return nil, err
+	}
+	rs, err := p.s.appendBatch(ctx, msgs, queue, true)
+	if err != nil {
+		return nil, err
+	}
+	return rs, p.s.awaitDurable(ctx, rs[len(rs)-1].End())
+}
+
+// pick resolves m's topic (creating it when allowed) and picks its queue.
+func (p producerStore) pick(m *message.Message, o *producer.Options, pick *producer.Picker) (int, error) {
+	n, err := p.QueueCount(m.Topic, o.AutoCreateQueues)
+	if err != nil {
+		return 0, err
+	}
+	return pick.Pick(m, n)
+}
 
 func (p producerStore) Validate(m *message.Message) error {
 	if err := message.Validate(m, p.s.opts.MaxMessageSize, topicLimit(m), uniqLen, p.s.opts.Clock.Now()); err != nil {

@@ -48,14 +48,7 @@ func (s *Store) NewProducer(opts ProducerOptions) (*Producer, error) {
 		return nil, err
 	}
 	p, err := producer.New(producerStore{s}, opts)
-	if err != nil {
-		return nil, err
-	}
-	if !s.addHandle(p) {
-		p.Close()
-		return nil, errs.ErrClosed
-	}
-	return p, nil
+	return registered(s, p, err)
 }
 
 // producerStore is the store as a producer sees it: a producer.Sink, whose
@@ -153,6 +146,21 @@ func (p producerStore) Kick(int64) { p.s.kick() }
 
 // handle is anything the store closes before itself.
 type handle interface{ Close() error }
+
+// registered returns h, just made (unless err), once it is registered to
+// be closed by Close; a store closed meanwhile closes it and returns
+// ErrClosed.
+func registered[H handle](s *Store, h H, err error) (H, error) {
+	var none H
+	if err != nil {
+		return none, err
+	}
+	if !s.addHandle(h) {
+		h.Close()
+		return none, errs.ErrClosed
+	}
+	return h, nil
+}
 
 // addHandle registers h to be closed by Close; false if the store is
 // closed already.

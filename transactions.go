@@ -48,14 +48,7 @@ func (s *Store) NewTransactionProducer(checker TransactionChecker, opts Transact
 		return nil, err
 	}
 	p, err := txn.NewProducer(s.txn, checker, opts)
-	if err != nil {
-		return nil, err
-	}
-	if !s.addHandle(p) {
-		p.Close()
-		return nil, errs.ErrClosed
-	}
-	return p, nil
+	return registered(s, p, err)
 }
 
 // CheckTransactions runs one check-back round now over everything stored

@@ -195,31 +195,28 @@ func (mg *Manager) groupList() []*group {
 }
 
 // lookup returns the named group, or ErrGroupNotFound.
-func (mg *Manager) lookup(name string) (*group, error) {
-	mg.mu.Lock()
-	defer mg.mu.Unlock()
-	if mg.mu.closed {
-		return nil, ErrClosed
-	}
-	g := mg.mu.groups[name]
-	if g == nil {
-		return nil, fmt.Errorf("mqlite/consumer: group %q: %w", name, ErrGroupNotFound)
-	}
-	return g, nil
-}
+func (mg *Manager) lookup(name string) (*group, error) { return mg.findGroup(name, false) }
 
 // groupFor returns the named group, creating it (unpersisted until a
 // member joins) if needed.
-func (mg *Manager) groupFor(name string) (*group, error) {
+func (mg *Manager) groupFor(name string) (*group, error) { return mg.findGroup(name, true) }
+
+// findGroup returns the named group, creating it when create is true (else
+// ErrGroupNotFound); ErrClosed once the manager is closed.
+func (mg *Manager) findGroup(name string, create bool) (*group, error) {
 	mg.mu.Lock()
 	defer mg.mu.Unlock()
 	if mg.mu.closed {
 		return nil, ErrClosed
 	}
 	g := mg.mu.groups[name]
-	if g == nil {
+	switch {
+	case g != nil:
+	case create:
 		g = newGroup(mg, groupRecord{Name: name})
 		mg.mu.groups[name] = g
+	default:
+		return nil, fmt.Errorf("mqlite/consumer: group %q: %w", name, ErrGroupNotFound)
 	}
 	return g, nil
 }

@@ -425,6 +425,15 @@ func (m *member) sendBack(ctx context.Context, msg *message.MessageExt) error {
 	return nil
 }
 
+// heldPQ is activePQ for a call from the user: ErrClosed (and the like)
+// once the member stops (checkState).
+func (m *member) heldPQ(topic string, queue int) (*pq, error) {
+	if err := m.checkState(); err != nil {
+		return nil, err
+	}
+	return m.activePQ(topic, queue)
+}
+
 // activePQ returns the active pq of q, or ErrNotFound.
 func (m *member) activePQ(topic string, queue int) (*pq, error) {
 	m.mu.Lock()

@@ -205,11 +205,8 @@ func (x *Index) PutHashed(hs []Hashed) error {
 	}
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	if x.closed.Load() {
-		return fmt.Errorf("mqlite/indexfile: put: %w", ErrClosed)
-	}
-	if x.opts.ReadOnly {
-		return x.refuse("put")
+	if err := x.writableLocked("put"); err != nil {
+		return err
 	}
 	if x.mu.fenced != nil {
 		return x.mu.fenced
@@ -330,6 +327,17 @@ func (x *Index) EndPhyOffset() int64 {
 	return files[len(files)-1].endPhys.Load()
 }
 
+// writableLocked refuses op on a closed or read-only index.
+func (x *Index) writableLocked(op string) error {
+	if x.closed.Load() {
+		return fmt.Errorf("mqlite/indexfile: %s: %w", op, ErrClosed)
+	}
+	if x.opts.ReadOnly {
+		return x.refuse(op)
+	}
+	return nil
+}
+
 // TruncateAfterPhys removes everything at or past commitlog offset end (the
 // commitlog lost its tail). It deletes, newest first, every file whose end
 // offset is >= end: whole files starting at or past end, and also the file
@@ -341,11 +349,8 @@ func (x *Index) TruncateAfterPhys(end int64) error {
 	}
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	if x.closed.Load() {
-		return fmt.Errorf("mqlite/indexfile: truncate: %w", ErrClosed)
-	}
-	if x.opts.ReadOnly {
-		return x.refuse("truncate")
+	if err := x.writableLocked("truncate"); err != nil {
+		return err
 	}
 	files := x.snapshot()
 	k := len(files)

@@ -175,7 +175,7 @@ func (s *Store) SetRetryPolicy(group string, p RetryPolicy) error {
 }
 
 func (s *Store) newConsumers() (*consumer.Manager, error) {
-	return consumer.NewManager(consumerStore{s}, consumer.ManagerOptions{FS: s.fs, Dir: s.path(configDir),
+	return consumer.NewManager(consumerSource{s}, consumer.ManagerOptions{FS: s.fs, Dir: s.path(configDir),
 		Clock: s.opts.Clock, Logger: s.opts.Logger, ParseFilter: parseFilter, PersistInterval: s.opts.OffsetPersistInterval,
 		ReadOnly: s.readOnly})
 }
@@ -190,25 +190,25 @@ func parseFilter(typ, expr string) (consumer.Filter, error) {
 	return nil, fmt.Errorf("mqlite: unknown filter type %q: %w", typ, errs.ErrInvalidArgument)
 }
 
-// consumerStore is the Store consumers see.
-type consumerStore struct{ s *Store }
+// consumerSource is the store as consumers see it (consumer.Source).
+type consumerSource struct{ s *Store }
 
-func (c consumerStore) QueueCount(name string) (int, error) {
+func (c consumerSource) QueueCount(name string) (int, error) {
 	cfg, err := c.s.topics.Get(name)
 	return cfg.Queues, err
 }
 
-func (c consumerStore) MinOffset(name string, q int) (int64, error) { return c.s.MinOffset(name, q) }
-func (c consumerStore) MaxOffset(name string, q int) (int64, error) { return c.s.MaxOffset(name, q) }
-func (c consumerStore) OffsetForTime(name string, q int, t time.Time) (int64, error) {
+func (c consumerSource) MinOffset(name string, q int) (int64, error) { return c.s.MinOffset(name, q) }
+func (c consumerSource) MaxOffset(name string, q int) (int64, error) { return c.s.MaxOffset(name, q) }
+func (c consumerSource) OffsetForTime(name string, q int, t time.Time) (int64, error) {
 	return c.s.OffsetForTime(name, q, t)
 }
 
-func (c consumerStore) SendBack(ctx context.Context, group string, m *message.MessageExt) error {
+func (c consumerSource) SendBack(ctx context.Context, group string, m *message.MessageExt) error {
 	return c.s.SendBack(ctx, group, m)
 }
 
-func (c consumerStore) Pull(ctx context.Context, name string, queue int, from int64, max int, f consumer.Filter, pool *message.Pool) ([]*message.MessageExt, int64, error) {
+func (c consumerSource) Pull(ctx context.Context, name string, queue int, from int64, max int, f consumer.Filter, pool *message.Pool) ([]*message.MessageExt, int64, error) {
 	return c.s.pull(ctx, name, queue, from, max, f, pool)
 }
 

@@ -33,7 +33,7 @@
 //
 // A message with a DelayLevel goes to the schedule topic and comes back
 // to its topic when due; one with a DeliverAt time goes to the timer topic
-// and is bucketed on disk by due minute. The result of such a send has
+// and is bucketed on disk by due minute (package delay runs both). The result of such a send has
 // Delayed set, the queue of delivery and QueueOffset -1 (assigned at
 // delivery); MessageByID of its ID returns the delivered message once
 // delivered (it has its own ID). A handler's ReconsumeLater sends
@@ -223,7 +223,8 @@
 // commitlog (segments, frame format, recovery), consumequeue and indexfile
 // (derived indexes, usable alone), flush (group commit and periodic
 // flush), message (message model, payload layout, IDs), topic (registry
-// and names), producer, consumer, filter, txn, clock (injectable time),
+// and names), producer, consumer, filter, txn, delay (delay levels and
+// timer wheel), clock (injectable time),
 // vfs (the public file seam, with the in-memory and fault-injecting
 // implementations; Options.FS runs a Store on any of them, for your own
 // fault and power-loss tests), cmd/mqlite (the admin tool), bench (a

@@ -10,6 +10,7 @@ import (
 
 	"github.com/mqlite/mqlite/clock"
 	"github.com/mqlite/mqlite/commitlog"
+	"github.com/mqlite/mqlite/delay"
 	"github.com/mqlite/mqlite/internal/errs"
 	"github.com/mqlite/mqlite/message"
 	"github.com/mqlite/mqlite/topic"
@@ -296,8 +297,8 @@ func (o *Options) withDefaults() (Options, error) {
 		c.DelayLevels = DefaultDelayLevels
 	}
 	c.DelayLevels = slices.Clone(c.DelayLevels)
-	if len(c.DelayLevels) == 0 || len(c.DelayLevels) > maxDelayLevels {
-		problems = append(problems, fmt.Errorf("%d DelayLevels, want 1..%d", len(c.DelayLevels), maxDelayLevels))
+	if len(c.DelayLevels) == 0 || len(c.DelayLevels) > delay.MaxLevels {
+		problems = append(problems, fmt.Errorf("%d DelayLevels, want 1..%d", len(c.DelayLevels), delay.MaxLevels))
 	}
 	for i, d := range c.DelayLevels {
 		if d <= 0 {

@@ -48,18 +48,70 @@ func (s *Store) NewProducer(opts ProducerOptions) (*Producer, error) {
 		return nil, err
 	}
 	p, err := producer.New(producerStore{s}, opts)
+	return registered(s, p, err)
+}
+
+// producerStore is the store as a producer sees it: a producer.Sink, whose
+// Send and SendBatch carry a send through the write path in one call
+// (producer.Appender's step-by-step methods stay for the transaction
+// service, which shares Validate).
+type producerStore struct{ s *Store }
+
+// Send validates m, resolves its topic once, picks its queue, compresses
+// and appends it, then waits or kicks as w says (see producer.Sink).
+func (p producerStore) Send(ctx context.Context, m *message.Message, o *producer.Options, pick *producer.Picker, w producer.Wait) (message.PutResult, error) {
+	if err := p.Validate(m); err != nil {
+		return message.PutResult{}, err
+	}
+	if err := producer.CheckSize(m, o); err != nil {
+		return message.PutResult{}, err
+	}
+	queue, err := p.pick(m, o, pick)
+	if err != nil {
+		return message.PutResult{}, err
+	}
+	out, err := producer.Compress(m, o)
+	if err != nil {
+		return message.PutResult{}, err
+	}
+	res, err := p.s.appendChecked(ctx, out, queue, putCheck{validated: true, resolved: true})
+	if err != nil {
+		return message.PutResult{}, err
+	}
+	switch w {
+	case producer.WaitDurable:
+		return res, p.s.awaitDurable(ctx, res.End())
+	case producer.WaitKick:
+		p.s.kick()
+	}
+	return res, nil
+}
+
+// SendBatch checks msgs, resolves their topic, picks their queue and
+// appends them as one, then waits until they are durable.
+func (p producerStore) SendBatch(ctx context.Context, msgs []*message.Message, o *producer.Options, pick *producer.Picker) ([]message.PutResult, error) {
+	if err := producer.CheckBatch(msgs, o, p.Validate); err != nil {
+		return nil, err
+	}
+	queue, err := p.pick(msgs[0], o, pick)
 	if err != nil {
 		return nil, err
 	}
-	if !s.addHandle(p) {
-		p.Close()
-		return nil, errs.ErrClosed
+	rs, err := p.s.appendBatch(ctx, msgs, queue, true)
+	if err != nil {
+		return nil, err
 	}
-	return p, nil
+	return rs, p.s.awaitDurable(ctx, rs[len(rs)-1].End())
 }
 
-// producerStore is the Store a producer sees.
-type producerStore struct{ s *Store }
+// pick resolves m's topic (creating it when allowed) and picks its queue.
+func (p producerStore) pick(m *message.Message, o *producer.Options, pick *producer.Picker) (int, error) {
+	n, err := p.QueueCount(m.Topic, o.AutoCreateQueues)
+	if err != nil {
+		return 0, err
+	}
+	return pick.Pick(m, n)
+}
 
 func (p producerStore) Validate(m *message.Message) error {
 	if err := message.Validate(m, p.s.opts.MaxMessageSize, topicLimit(m), uniqLen, p.s.opts.Clock.Now()); err != nil {
@@ -94,6 +146,21 @@ func (p producerStore) Kick(int64) { p.s.kick() }
 
 // handle is anything the store closes before itself.
 type handle interface{ Close() error }
+
+// registered returns h, just made (unless err), once it is registered to
+// be closed by Close; a store closed meanwhile closes it and returns
+// ErrClosed.
+func registered[H handle](s *Store, h H, err error) (H, error) {
+	var none H
+	if err != nil {
+		return none, err
+	}
+	if !s.addHandle(h) {
+		h.Close()
+		return none, errs.ErrClosed
+	}
+	return h, nil
+}
 
 // addHandle registers h to be closed by Close; false if the store is
 // closed already.

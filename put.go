@@ -159,17 +159,24 @@ var hexPairs = func() (t [512]byte) {
 	return t
 }()
 
+// putCheck says what a put's caller has checked already.
+type putCheck struct {
+	sys       bool // the store's own put: its system topics allowed (only those that exist)
+	validated bool // m passed message.Validate
+	resolved  bool // m's topic was resolved and queue is one of its queues (a producer picked it)
+}
+
 // newJob validates m (unless the caller just did) and prepares a pooled
 // job. sys allows the store's own topics (and only those that exist).
 func (s *Store) newJob(m *Message, queue int, sys, validated bool) (*putJob, error) {
-	return s.newRoutedJob(m, queue, sys, validated, nil)
+	return s.newRoutedJob(m, queue, putCheck{sys: sys, validated: validated}, nil)
 }
 
 // newRoutedJob is newJob for a message stored under route.Topic (queue is
 // then that topic's).
-func (s *Store) newRoutedJob(m *Message, queue int, sys, validated bool, route *message.Reroute) (*putJob, error) {
+func (s *Store) newRoutedJob(m *Message, queue int, c putCheck, route *message.Reroute) (*putJob, error) {
 	nowMs := s.nowMs()
-	if !validated {
+	if !c.validated {
 		if err := message.Validate(m, s.opts.MaxMessageSize, topicLimit(m), uniqLen, time.UnixMilli(nowMs)); err != nil {
 			return nil, err
 		}
@@ -178,8 +185,10 @@ func (s *Store) newRoutedJob(m *Message, queue int, sys, validated bool, route *
 		if err := s.checkSysQueue(route.Topic, queue); err != nil {
 			return nil, err
 		}
-	} else if err := s.checkQueue(m, queue, sys); err != nil {
-		return nil, err
+	} else if !c.resolved {
+		if err := s.checkQueue(m, queue, c.sys); err != nil {
+			return nil, err
+		}
 	}
 	j := s.jobs.Get().(*putJob)
 	j.m, j.queue = m, int32(queue)
@@ -255,6 +264,11 @@ func (s *Store) Put(ctx context.Context, m *Message, queue int) (PutResult, erro
 // own topics.
 // validated says the caller ran message.Validate on m.
 func (s *Store) append(ctx context.Context, m *Message, queue int, sys, validated bool) (PutResult, error) {
+	return s.appendChecked(ctx, m, queue, putCheck{sys: sys, validated: validated})
+}
+
+// appendChecked is append for a caller that checked what c says.
+func (s *Store) appendChecked(ctx context.Context, m *Message, queue int, c putCheck) (PutResult, error) {
 	if s.closed.Load() {
 		return PutResult{}, errs.ErrClosed
 	}
@@ -269,15 +283,15 @@ func (s *Store) append(ctx context.Context, m *Message, queue int, sys, validate
 		var r message.Reroute
 		var routed bool
 		var err error
-		if m, queue, r, routed, err = s.delayed(m, queue, sys, validated); err != nil {
+		if m, queue, r, routed, err = s.delayed(m, queue, c); err != nil {
 			return PutResult{}, err
 		}
 		if routed {
 			route = &r
 		}
-		sys, validated = true, true
+		c.sys, c.validated = true, true
 	}
-	j, err := s.newRoutedJob(m, queue, sys, validated, route)
+	j, err := s.newRoutedJob(m, queue, c, route)
 	if err != nil {
 		return PutResult{}, err
 	}

@@ -6,19 +6,28 @@ import (
 	"math/rand/v2"
 	"path/filepath"
 	"slices"
-	"sync/atomic"
 	"testing"
-	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/mqlite/mqlite/clock"
+	"github.com/mqlite/mqlite/delay"
 	"github.com/mqlite/mqlite/topic"
 	"github.com/mqlite/mqlite/vfs"
 )
 
 var t0 = time.Date(2026, 11, 29, 0, 0, 0, 0, time.UTC)
+
+// The delay services' progress files, as the config tests name them.
+const (
+	delayFile    = delay.ProgressFile
+	delayMagic   = delay.ProgressMagic
+	delayVersion = delay.ProgressVersion
+	timerFile    = delay.TimerFile
+	timerMagic   = delay.TimerMagic
+	timerVersion = delay.TimerVersion
+)
 
 // readN blocks until queue q of topic holds n messages from offset 0 and
 // returns them.
@@ -274,53 +283,6 @@ func TestOpenCreatesNoEmptyQueues(t *testing.T) {
 	require.ElementsMatch(t, want, queueDirs())
 }
 
-// jumpingClock is a fake clock that jumps by jump the first time a timer
-// is armed, just before arming it: the clock moving between sleepUntil's
-// reading of it and the arming, as a test's clock or a descheduled
-// goroutine does.
-type jumpingClock struct {
-	*clock.Fake
-	jump   time.Duration
-	jumped atomic.Bool
-}
-
-func (c *jumpingClock) NewTimer(d time.Duration) clock.Timer {
-	c.jumpOnce()
-	return c.Fake.NewTimer(d)
-}
-
-func (c *jumpingClock) NewTimerAt(t time.Time) clock.Timer {
-	c.jumpOnce()
-	return c.Fake.NewTimerAt(t)
-}
-
-func (c *jumpingClock) jumpOnce() {
-	if c.jumped.CompareAndSwap(false, true) {
-		c.Advance(c.jump)
-	}
-}
-
-// TestSleepUntilRearmsALateTimer: a clock that jumped part of the way
-// while the timer was armed left it armed for after the deadline, and a
-// clock then held at the deadline never woke the sleeper (the retry
-// ladder test hung so, once in several runs).
-func TestSleepUntilRearmsALateTimer(t *testing.T) {
-	clk := &jumpingClock{Fake: clock.NewFake(t0), jump: 5 * time.Second}
-	deadline := t0.Add(10 * time.Second)
-	woke := make(chan bool, 1)
-	// Only the Clock methods: a clock that arms timers for a duration
-	// (clock.AtTimer hidden), whose late timer sleepUntil re-arms.
-	go func() { woke <- sleepUntil(struct{ clock.Clock }{clk}, deadline, nil, nil) }()
-	waitFor(t, "the sleeper's timer", func() bool { return clk.jumped.Load() && clk.Waiters() == 1 })
-	clk.Set(deadline)
-	select {
-	case ok := <-woke:
-		require.True(t, ok)
-	case <-time.After(time.Minute): // a failure, not synchronisation
-		t.Fatal("the sleeper slept past its deadline")
-	}
-}
-
 // Under FlushSync the delay progress's save flushes the CommitLog itself:
 // it must wake the dispatcher, or a record that flush made durable (a
 // delivery appended just before, not yet synced by the group commit) stays
@@ -336,10 +298,7 @@ func TestDelaySaveWakesTheDispatcher(t *testing.T) {
 	ctx := context.Background()
 	_, err = s.append(ctx, &Message{Topic: "d", Body: []byte("delivered")}, 0, false, false) // as deliverDue, before its kick
 	require.NoError(t, err)
-	s.sched.mu.Lock()
-	s.sched.progress["1"] = 1 // a delivery to save
-	s.sched.mu.Unlock()
-	require.NoError(t, s.sched.save())
+	require.NoError(t, delayHost{s}.Flush()) // as the progress's save does
 	require.Equal(t, s.log.WrotePosition(), s.log.FlushedPosition())
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
@@ -500,7 +459,7 @@ func TestTimerProgressMovedBackIsSaved(t *testing.T) {
 	n, err := s.MaxOffset(topic.Timer, 0)
 	require.NoError(t, err)
 	require.Zero(t, n, "the timer queue lost its entries")
-	st, err := s.loadTimerState()
+	st, err := delay.LoadTimerState(s.fs, s.path(configDir))
 	require.NoError(t, err)
 	require.Equal(t, int64(0), st.Enqueued, "the position moved back is saved")
 }
@@ -519,25 +478,4 @@ func openTimerTopic(t *testing.T, fs vfs.FS, clk clock.Clock) *Store {
 	require.NoError(t, err)
 	require.NoError(t, s.CreateTopic("tm", TopicConfig{Queues: 1}))
 	return s
-}
-
-// TestSleepUntilClockMovesWhileArming: a fake clock that reaches the
-// wake-up time while the timer is being armed (1 ms after it was read,
-// within sleepSlack) still wakes the sleeper. A timer armed for the
-// duration read before the jump fired 1 ms after it, and a clock held at
-// the wake-up time never fired it: a delayed message waited for ever.
-func TestSleepUntilClockMovesWhileArming(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		due := t0.Add(time.Minute)
-		clk := &jumpingClock{Fake: clock.NewFake(due.Add(-time.Millisecond)), jump: time.Millisecond}
-		done := make(chan bool, 1)
-		go func() { done <- sleepUntil(clk, due, nil, nil) }()
-		synctest.Wait()
-		select {
-		case ok := <-done:
-			require.True(t, ok)
-		default:
-			t.Fatal("sleepUntil still sleeps with the clock at its wake-up time")
-		}
-	})
 }

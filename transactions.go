@@ -48,14 +48,7 @@ func (s *Store) NewTransactionProducer(checker TransactionChecker, opts Transact
 		return nil, err
 	}
 	p, err := txn.NewProducer(s.txn, checker, opts)
-	if err != nil {
-		return nil, err
-	}
-	if !s.addHandle(p) {
-		p.Close()
-		return nil, errs.ErrClosed
-	}
-	return p, nil
+	return registered(s, p, err)
 }
 
 // CheckTransactions runs one check-back round now over everything stored
@@ -79,21 +72,21 @@ func (s *Store) CheckTransactions(ctx context.Context) error {
 func (s *Store) PendingTransactions() int { return s.txn.Pending() }
 
 func (s *Store) newTxnService() (*txn.Service, error) {
-	return txn.NewService(txnStore{s}, txn.ServiceOptions{FS: s.fs, Dir: s.path(configDir), Clock: s.opts.Clock,
+	return txn.NewService(txnHost{s}, txn.ServiceOptions{FS: s.fs, Dir: s.path(configDir), Clock: s.opts.Clock,
 		Logger: s.opts.Logger, CheckInterval: s.opts.TxCheckInterval, Timeout: s.opts.TxTimeout,
 		MaxChecks: s.opts.TxMaxChecks, ParkAfterMax: s.opts.TxParkAfterMax, ReadOnly: s.readOnly, Seed: s.txnSeed()})
 }
 
-// txnStore is the Store the transaction service sees.
-type txnStore struct{ s *Store }
+// txnHost is the store as the transaction service sees it (txn.Host).
+type txnHost struct{ s *Store }
 
-func (t txnStore) Validate(m *message.Message) error { return producerStore(t).Validate(m) }
+func (t txnHost) Validate(m *message.Message) error { return producerStore(t).Validate(m) }
 
-func (t txnStore) QueueCount(name string, auto int) (int, error) {
+func (t txnHost) QueueCount(name string, auto int) (int, error) {
 	return producerStore(t).QueueCount(name, auto)
 }
 
-func (t txnStore) Append(ctx context.Context, m *message.Message, queue int) (message.PutResult, error) {
+func (t txnHost) Append(ctx context.Context, m *message.Message, queue int) (message.PutResult, error) {
 	if topic.IsSystem(m.Topic) {
 		if _, err := t.s.sysQueueCount(m.Topic, 1); err != nil {
 			return message.PutResult{}, err
@@ -106,7 +99,7 @@ func (t txnStore) Append(ctx context.Context, m *message.Message, queue int) (me
 	return res, t.s.awaitDurable(ctx, res.End())
 }
 
-func (t txnStore) Read(name string, queue int, from int64, max int) ([]*message.MessageExt, error) {
+func (t txnHost) Read(name string, queue int, from int64, max int) ([]*message.MessageExt, error) {
 	q, err := t.s.cqueue(name, queue)
 	if err != nil {
 		return nil, err
@@ -127,13 +120,13 @@ func (t txnStore) Read(name string, queue int, from int64, max int) ([]*message.
 	return out, err
 }
 
-func (t txnStore) MaxOffset(name string, queue int) (int64, error) { return t.s.MaxOffset(name, queue) }
+func (t txnHost) MaxOffset(name string, queue int) (int64, error) { return t.s.MaxOffset(name, queue) }
 
-func (t txnStore) ReadAt(off int64) (*message.MessageExt, error) { return t.s.ReadAt(off) }
+func (t txnHost) ReadAt(off int64) (*message.MessageExt, error) { return t.s.ReadAt(off) }
 
 // HasUniqKey waits until everything stored so far is indexed, then looks
 // the key up.
-func (t txnStore) HasUniqKey(name, uniq string, since time.Time) (bool, error) {
+func (t txnHost) HasUniqKey(name, uniq string, since time.Time) (bool, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if err := t.s.WaitVisible(ctx); err != nil && !errors.Is(err, errs.ErrFlushTimeout) {

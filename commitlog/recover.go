@@ -182,54 +182,12 @@ func (l *Log) recover() error {
 	if fresh {
 		starts = []int64{0}
 	}
-	segs := make([]*segment, 0, len(starts))
-	for _, st := range starts {
-		s, err := l.openSegment(st, len(segs) == len(starts)-1)
-		if err != nil {
-			for _, s := range segs {
-				s.release()
-			}
-			return err
-		}
-		segs = append(segs, s)
-	}
-	l.snap.Store(&snapshot{segs: segs})
-	if err := l.opts.FS.SyncDir(l.opts.Dir); err != nil {
-		return diskErr("sync dir", l.opts.Dir, err)
-	}
-	si := max(0, len(segs)-3)
-	if l.opts.RecoverFrom >= 0 {
-		si = sort.Search(len(segs), func(i int) bool { return segs[i].start+l.opts.SegmentSize > l.opts.RecoverFrom })
-		si = min(si, len(segs)-1)
-	} else if !l.opts.CleanShutdown {
-		// After a crash nothing past Trusted is known to be durable: a
-		// page of an older, never-synced segment may be lost while later
-		// ones survived, so validation starts no later than Trusted.
-		t := sort.Search(len(segs), func(i int) bool { return segs[i].start+l.opts.SegmentSize > l.opts.Trusted })
-		si = min(si, t, len(segs)-1)
+	segs, err := l.openSegments(starts)
+	if err != nil {
+		return err
 	}
 	defer debug.SetPanicOnFault(guardFaults())
-	var (
-		i      int
-		pos    int64
-		k      kind
-		reason string
-	)
-	l.report.Start = segs[si].start
-	i, pos, k, reason = l.scanFrom(segs, si, len(segs))
-	// The next Open keeps segs[:i+1] and validates from the third-to-last
-	// of those. When the log ends early (damage, lost segments), that is
-	// before this window: validate back to it too, or a damaged record
-	// there would pass now and fail the next Open. Segments that lead
-	// into segs[si] unbroken leave what was found there as it is.
-	for next := max(0, i-2); next < si; next = max(0, i-2) {
-		l.report.Start = segs[next].start
-		j, p, kj, r := l.scanFrom(segs, next, si)
-		if j < si {
-			i, pos, k, reason = j, p, kj, r
-		}
-		si = next
-	}
+	i, pos, k, reason := l.validate(segs, l.firstToValidate(segs))
 	end := segs[i].start + pos
 	l.report.LostFlushed = max(0, l.opts.Trusted-end)
 	zeroTail := fresh || k == kZero && l.opts.CleanShutdown
@@ -260,6 +218,73 @@ func (l *Log) recover() error {
 	if _, err := l.Flush(); err != nil {
 		return err
 	}
+	l.logRepairs(end, reason)
+	return nil
+}
+
+// openSegments maps the segments that start at starts (the last one
+// writable), publishes them, and syncs the directory.
+func (l *Log) openSegments(starts []int64) ([]*segment, error) {
+	segs := make([]*segment, 0, len(starts))
+	for _, st := range starts {
+		s, err := l.openSegment(st, len(segs) == len(starts)-1)
+		if err != nil {
+			for _, s := range segs {
+				s.release()
+			}
+			return nil, err
+		}
+		segs = append(segs, s)
+	}
+	l.snap.Store(&snapshot{segs: segs})
+	if err := l.opts.FS.SyncDir(l.opts.Dir); err != nil {
+		return nil, diskErr("sync dir", l.opts.Dir, err)
+	}
+	return segs, nil
+}
+
+// firstToValidate is the segment validation starts at: the third-to-last,
+// the one holding RecoverFrom when it is set, and after a crash no later
+// than the one holding Trusted.
+func (l *Log) firstToValidate(segs []*segment) int {
+	si := max(0, len(segs)-3)
+	if l.opts.RecoverFrom >= 0 {
+		si = sort.Search(len(segs), func(i int) bool { return segs[i].start+l.opts.SegmentSize > l.opts.RecoverFrom })
+		si = min(si, len(segs)-1)
+	} else if !l.opts.CleanShutdown {
+		// After a crash nothing past Trusted is known to be durable: a
+		// page of an older, never-synced segment may be lost while later
+		// ones survived, so validation starts no later than Trusted.
+		t := sort.Search(len(segs), func(i int) bool { return segs[i].start+l.opts.SegmentSize > l.opts.Trusted })
+		si = min(si, t, len(segs)-1)
+	}
+	return si
+}
+
+// validate scans the records from segment si to the log's end and returns
+// where the valid records end (segment i, offset pos in it), what stopped
+// the scan and why.
+func (l *Log) validate(segs []*segment, si int) (i int, pos int64, k kind, reason string) {
+	l.report.Start = segs[si].start
+	i, pos, k, reason = l.scanFrom(segs, si, len(segs))
+	// The next Open keeps segs[:i+1] and validates from the third-to-last
+	// of those. When the log ends early (damage, lost segments), that is
+	// before this window: validate back to it too, or a damaged record
+	// there would pass now and fail the next Open. Segments that lead
+	// into segs[si] unbroken leave what was found there as it is.
+	for next := max(0, i-2); next < si; next = max(0, i-2) {
+		l.report.Start = segs[next].start
+		j, p, kj, r := l.scanFrom(segs, next, si)
+		if j < si {
+			i, pos, k, reason = j, p, kj, r
+		}
+		si = next
+	}
+	return i, pos, k, reason
+}
+
+// logRepairs logs what recovery cut and what it found lost.
+func (l *Log) logRepairs(end int64, reason string) {
 	if l.report.TruncatedBytes > 0 || l.report.RemovedSegments > 0 {
 		l.opts.Logger.Warn("mqlite/commitlog: torn tail truncated", "end", end, "bytes", l.report.TruncatedBytes,
 			"records", l.report.DroppedRecords, "segments", l.report.RemovedSegments, "reason", reason)
@@ -268,7 +293,6 @@ func (l *Log) recover() error {
 		l.opts.Logger.Error("mqlite/commitlog: the log ends before what was flushed: durable records are lost",
 			"end", end, "flushed", l.opts.Trusted, "lost", l.report.LostFlushed, "reason", reason)
 	}
-	return nil
 }
 
 // scanFrom validates records from the start of segs[si] on, across

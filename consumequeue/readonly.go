@@ -85,6 +85,40 @@ func (q *Queue) refresh(limit int64) error {
 		return err
 	}
 	old := q.snap.Load().segs
+	segs, err := q.mapNew(files, old)
+	if err != nil {
+		return err
+	}
+	if len(segs) == 0 {
+		return nil
+	}
+	from, prevEnd := q.max.Load(), q.physEnd.Load()
+	realSeen := from > q.min.Load()
+	initial := len(old) == 0
+	if initial {
+		scanFrom := max(0, len(segs)-scanFiles)
+		from, prevEnd, realSeen = segs[scanFrom].start, 0, scanFrom > 0
+		if scanFrom > 0 {
+			if e, ok := decodeEntry(segs[scanFrom-1].b[q.fileSize-EntrySize:]); ok && !isFiller(e) {
+				prevEnd = e.End()
+			}
+		}
+	}
+	end, physEnd := q.scanForward(segs, from, limit, realSeen, prevEnd)
+	if len(segs) > len(old) {
+		q.publishLocked(segs)
+	}
+	if initial {
+		q.min.Store(q.firstReal(segs, end))
+	}
+	q.physEnd.Store(physEnd)
+	q.max.Store(end)
+	return nil
+}
+
+// mapNew returns old followed by the data files of files that come after
+// it, mapped read-only, up to a gap or a file not yet full size.
+func (q *Queue) mapNew(files []dataFile, old []*segment) ([]*segment, error) {
 	segs := slices.Clone(old)
 	for _, df := range files {
 		n := len(segs)
@@ -108,42 +142,11 @@ func (q *Queue) refresh(limit int64) error {
 			for _, s := range segs[len(old):] {
 				s.release()
 			}
-			return err
+			return nil, err
 		}
 		segs = append(segs, seg)
 	}
-	if len(segs) == 0 {
-		return nil
-	}
-	from, prevEnd := q.max.Load(), q.physEnd.Load()
-	realSeen := from > q.min.Load()
-	initial := len(old) == 0
-	if initial {
-		scanFrom := max(0, len(segs)-scanFiles)
-		from, prevEnd, realSeen = segs[scanFrom].start, 0, scanFrom > 0
-		if scanFrom > 0 {
-			if e, ok := decodeEntry(segs[scanFrom-1].b[q.fileSize-EntrySize:]); ok && !isFiller(e) {
-				prevEnd = e.End()
-			}
-		}
-	}
-	end, physEnd := q.scanForward(segs, from, limit, realSeen, prevEnd)
-	if len(segs) > len(old) {
-		q.publishLocked(segs)
-	}
-	if initial {
-		begin := segs[0].start
-		for begin < end {
-			if e, ok := decodeEntry(q.slot(segs, begin)); !ok || !isFiller(e) {
-				break
-			}
-			begin++
-		}
-		q.min.Store(begin)
-	}
-	q.physEnd.Store(physEnd)
-	q.max.Store(end)
-	return nil
+	return segs, nil
 }
 
 // scanForward returns the end of the valid entries from logical offset

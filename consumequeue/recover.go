@@ -133,22 +133,8 @@ func (q *Queue) recover(hadMeta bool) error {
 		}
 		return nil
 	}
-	keep := len(files)
-	for i := 1; i < len(files); i++ {
-		if files[i].start != files[i-1].start+q.perFile {
-			q.log.Warn("consumequeue: gap before data file; dropping it and the files after it", "file", files[i].path)
-			q.repaired.Store(true)
-			keep = i
-			break
-		}
-	}
-	scanFrom := max(0, keep-scanFiles)
-	for i := range scanFrom {
-		if files[i].size != int64(q.fileSize) {
-			scanFrom = i
-			break
-		}
-	}
+	keep := q.contiguous(files)
+	scanFrom := q.firstToScan(files, keep)
 
 	segs := make([]*segment, 0, keep)
 	fail := func(err error) error {
@@ -193,19 +179,8 @@ func (q *Queue) recover(hadMeta bool) error {
 			stop = -1
 		}
 	}
-	if len(drop) > 0 {
-		q.repaired.Store(true)
-	}
-	for _, f := range drop {
-		q.log.Warn("consumequeue: removing data file after the recovered end", "file", f.path)
-		if err := q.fs.Remove(f.path); err != nil {
-			return fail(fmt.Errorf("mqlite/consumequeue: remove %s: %w", f.path, errs.Disk(err)))
-		}
-	}
-	if len(drop) > 0 {
-		if err := q.fs.SyncDir(q.dir); err != nil {
-			return fail(fmt.Errorf("mqlite/consumequeue: sync %s: %w", q.dir, errs.Disk(err)))
-		}
+	if err := q.dropFiles(drop); err != nil {
+		return fail(err)
 	}
 
 	last := segs[len(segs)-1]
@@ -213,18 +188,7 @@ func (q *Queue) recover(hadMeta bool) error {
 	if stop >= 0 {
 		end = last.start + stopSlot
 	}
-	begin := segs[0].start
-	for begin < end {
-		if e, ok := decodeEntry(q.slot(segs, begin)); !ok || !isFiller(e) {
-			break
-		}
-		begin++
-	}
-	if end > segs[0].start {
-		if e, ok := decodeEntry(q.slot(segs, end-1)); ok && !isFiller(e) {
-			q.physEnd.Store(e.End())
-		}
-	}
+	begin := q.recoveredBounds(segs, end)
 	q.snap.Store(&snapshot{segs: segs})
 	q.min.Store(begin)
 	q.max.Store(end)
@@ -232,6 +196,76 @@ func (q *Queue) recover(hadMeta bool) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return q.checkBackLocked()
+}
+
+// contiguous returns how many of files (sorted by start) follow each other
+// without a gap; the files after a gap are dropped.
+func (q *Queue) contiguous(files []dataFile) int {
+	for i := 1; i < len(files); i++ {
+		if files[i].start != files[i-1].start+q.perFile {
+			q.log.Warn("consumequeue: gap before data file; dropping it and the files after it", "file", files[i].path)
+			q.repaired.Store(true)
+			return i
+		}
+	}
+	return len(files)
+}
+
+// firstToScan is the first of the keep files whose entries recovery
+// checks: the last scanFiles, and every file from the first one that is
+// not full size.
+func (q *Queue) firstToScan(files []dataFile, keep int) int {
+	scanFrom := max(0, keep-scanFiles)
+	for i := range scanFrom {
+		if files[i].size != int64(q.fileSize) {
+			return i
+		}
+	}
+	return scanFrom
+}
+
+// dropFiles removes the data files past the recovered end and syncs the
+// directory.
+func (q *Queue) dropFiles(drop []dataFile) error {
+	if len(drop) == 0 {
+		return nil
+	}
+	q.repaired.Store(true)
+	for _, f := range drop {
+		q.log.Warn("consumequeue: removing data file after the recovered end", "file", f.path)
+		if err := q.fs.Remove(f.path); err != nil {
+			return fmt.Errorf("mqlite/consumequeue: remove %s: %w", f.path, errs.Disk(err))
+		}
+	}
+	if err := q.fs.SyncDir(q.dir); err != nil {
+		return fmt.Errorf("mqlite/consumequeue: sync %s: %w", q.dir, errs.Disk(err))
+	}
+	return nil
+}
+
+// firstReal is the first entry of segs below end that is not a filler
+// (end if none): the queue's minimum.
+func (q *Queue) firstReal(segs []*segment, end int64) int64 {
+	begin := segs[0].start
+	for begin < end {
+		if e, ok := decodeEntry(q.slot(segs, begin)); !ok || !isFiller(e) {
+			break
+		}
+		begin++
+	}
+	return begin
+}
+
+// recoveredBounds returns the queue's minimum below end (firstReal), and
+// records the CommitLog end of the entry before end.
+func (q *Queue) recoveredBounds(segs []*segment, end int64) int64 {
+	begin := q.firstReal(segs, end)
+	if end > segs[0].start {
+		if e, ok := decodeEntry(q.slot(segs, end-1)); ok && !isFiller(e) {
+			q.physEnd.Store(e.End())
+		}
+	}
+	return begin
 }
 
 // checkBackLocked checks, entry by entry, the files the next Open will

@@ -3,8 +3,8 @@
 // with RocketMQ's allocation strategies, queue locks for orderly and
 // hand-off, committed offsets and their persistence, local retries and the
 // hand-off of failed messages to the store's retry path, flow control and
-// consume timeouts. It talks to the message store only through the Store
-// interface (store.go), which the root package implements; the root creates
+// consume timeouts. It talks to the message store only through the Source
+// interface (source.go), which the root package implements; the root creates
 // one Manager per store and re-exports the handles.
 //
 // # Groups and members
@@ -28,7 +28,7 @@
 //
 // # Delivery
 //
-// Each held queue has a fetcher goroutine long-polling Store.Pull (no
+// Each held queue has a fetcher goroutine long-polling Source.Pull (no
 // sleep loop: Pull blocks until the store has a message), pausing while
 // the queue's cache is full (QueueCacheCount messages or QueueCacheBytes).
 // A PushConsumer hands batches to a bounded pool of handler goroutines
@@ -43,7 +43,7 @@
 // parked worker, which wakes the next if tokens remain. Concurrent
 // consumers run
 // many batches of a queue at once and commit the lowest offset not yet
-// consumed; a failed batch goes to Store.SendBack (or is retried locally
+// consumed; a failed batch goes to Source.SendBack (or is retried locally
 // after SuspendInterval when that fails). Orderly consumers run at most one
 // batch per queue at a time, in order; a failure suspends the queue and
 // retries locally, and after MaxReconsumeTimes retries the batch is sent
@@ -68,7 +68,7 @@
 // what is committed; Seek and SeekToTime move the position.
 //
 // Messages are the handler's or the Poll caller's to keep by default. With
-// Options.ReuseMessages the member passes a message.Pool to Store.Pull and
+// Options.ReuseMessages the member passes a message.Pool to Source.Pull and
 // releases each message once it is finished: after the handler call that
 // consumed it (or the send-back that took its failure), and for a Poll at
 // the next Poll. Messages waiting for a local retry are not released, and

@@ -21,7 +21,7 @@ import (
 // Every consumer and Manager stops its goroutines on Close.
 func TestMain(m *testing.M) { leakcheck.Main(m) }
 
-// fakeStore is an in-memory Store: queues of messages, a Pull that blocks
+// fakeStore is an in-memory Source: queues of messages, a Pull that blocks
 // on a channel closed at every append, and a SendBack that records what it
 // got (and, with retry set, stores it in the retry topic as the root will).
 type fakeStore struct {

@@ -25,7 +25,7 @@ import (
 // reset persists holding it); offsetTable.mu and the work queue's and
 // delayer's mutexes are leaves.
 type Manager struct {
-	st      Store
+	st      Source
 	o       ManagerOptions
 	clk     clock.Clock
 	log     *slog.Logger
@@ -56,10 +56,10 @@ type Manager struct {
 // damaged config file fails with an ErrCorrupt naming it. With
 // o.ReadOnly it only loads them (a missing directory is no group): no
 // goroutine, no write, and new consumers are refused with ErrReadOnly.
-func NewManager(st Store, o ManagerOptions) (*Manager, error) {
+func NewManager(st Source, o ManagerOptions) (*Manager, error) {
 	o, err := o.withDefaults()
 	if st == nil {
-		err = errors.Join(err, fmt.Errorf("mqlite/consumer: nil Store: %w", ErrInvalidArgument))
+		err = errors.Join(err, fmt.Errorf("mqlite/consumer: nil Source: %w", ErrInvalidArgument))
 	}
 	if err != nil {
 		return nil, err
@@ -195,31 +195,28 @@ func (mg *Manager) groupList() []*group {
 }
 
 // lookup returns the named group, or ErrGroupNotFound.
-func (mg *Manager) lookup(name string) (*group, error) {
-	mg.mu.Lock()
-	defer mg.mu.Unlock()
-	if mg.mu.closed {
-		return nil, ErrClosed
-	}
-	g := mg.mu.groups[name]
-	if g == nil {
-		return nil, fmt.Errorf("mqlite/consumer: group %q: %w", name, ErrGroupNotFound)
-	}
-	return g, nil
-}
+func (mg *Manager) lookup(name string) (*group, error) { return mg.findGroup(name, false) }
 
 // groupFor returns the named group, creating it (unpersisted until a
 // member joins) if needed.
-func (mg *Manager) groupFor(name string) (*group, error) {
+func (mg *Manager) groupFor(name string) (*group, error) { return mg.findGroup(name, true) }
+
+// findGroup returns the named group, creating it when create is true (else
+// ErrGroupNotFound); ErrClosed once the manager is closed.
+func (mg *Manager) findGroup(name string, create bool) (*group, error) {
 	mg.mu.Lock()
 	defer mg.mu.Unlock()
 	if mg.mu.closed {
 		return nil, ErrClosed
 	}
 	g := mg.mu.groups[name]
-	if g == nil {
+	switch {
+	case g != nil:
+	case create:
 		g = newGroup(mg, groupRecord{Name: name})
 		mg.mu.groups[name] = g
+	default:
+		return nil, fmt.Errorf("mqlite/consumer: group %q: %w", name, ErrGroupNotFound)
 	}
 	return g, nil
 }
@@ -275,7 +272,7 @@ func (mg *Manager) saveGroups() error {
 }
 
 // ClampOffsets lowers every committed offset past its queue's end (the
-// Store's MaxOffset; queues the store does not know are left alone) to
+// Source's MaxOffset; queues the store does not know are left alone) to
 // that end, and persists the offsets if any changed. A store calls it when
 // it opens after a power loss, before it takes a put: a crash that cut a
 // queue's tail below a committed offset would otherwise leave that offset

@@ -55,7 +55,7 @@ const (
 // Subscribe/Assign, on the caller's goroutine, serialised by recMu.
 type member struct {
 	mg    *Manager
-	st    Store
+	st    Source
 	clk   clock.Clock
 	log   *slog.Logger
 	group string
@@ -423,6 +423,15 @@ func (m *member) sendBack(ctx context.Context, msg *message.MessageExt) error {
 		m.g.rebalance() // the store may have created the retry topic
 	}
 	return nil
+}
+
+// heldPQ is activePQ for a call from the user: ErrClosed (and the like)
+// once the member stops (checkState).
+func (m *member) heldPQ(topic string, queue int) (*pq, error) {
+	if err := m.checkState(); err != nil {
+		return nil, err
+	}
+	return m.activePQ(topic, queue)
 }
 
 // activePQ returns the active pq of q, or ErrNotFound.

@@ -76,7 +76,7 @@ const (
 	// ConsumeFromFirstOffset starts at the queue's min offset.
 	ConsumeFromFirstOffset
 	// ConsumeFromTimestamp starts at the first message stored at or after
-	// Options.ConsumeTimestamp (Store.OffsetForTime).
+	// Options.ConsumeTimestamp (Source.OffsetForTime).
 	ConsumeFromTimestamp
 )
 

@@ -301,13 +301,7 @@ func (c *PullConsumer) commitAll() {
 // negative: ErrInvalidArgument, nothing changed. ErrNotFound if the queue
 // is not held by this consumer.
 func (c *PullConsumer) CommitOffset(topic string, queue int, next int64) error {
-	if c == nil {
-		return errs.NilReceiver("consumer.PullConsumer")
-	}
-	if err := c.m.checkState(); err != nil {
-		return err
-	}
-	p, err := c.m.activePQ(topic, queue)
+	p, err := c.held(topic, queue)
 	if err != nil {
 		return err
 	}
@@ -323,16 +317,19 @@ func (c *PullConsumer) CommitOffset(topic string, queue int, next int64) error {
 	return nil
 }
 
+// held returns the pq of a queue this consumer holds, after the checks
+// every per-queue call makes (nil receiver, state).
+func (c *PullConsumer) held(topic string, queue int) (*pq, error) {
+	if c == nil {
+		return nil, errs.NilReceiver("consumer.PullConsumer")
+	}
+	return c.m.heldPQ(topic, queue)
+}
+
 // Position returns the queue's delivered position: the offset after the
 // last message Poll returned or the store filtered out.
 func (c *PullConsumer) Position(topic string, queue int) (int64, error) {
-	if c == nil {
-		return 0, errs.NilReceiver("consumer.PullConsumer")
-	}
-	if err := c.m.checkState(); err != nil {
-		return 0, err
-	}
-	p, err := c.m.activePQ(topic, queue)
+	p, err := c.held(topic, queue)
 	if err != nil {
 		return 0, err
 	}
@@ -345,13 +342,7 @@ func (c *PullConsumer) Position(topic string, queue int) (int64, error) {
 // are dropped). It does not commit. offset must lie in the queue's
 // [min, max] (ErrInvalidArgument); ErrNotFound if the queue is not held.
 func (c *PullConsumer) Seek(topic string, queue int, offset int64) error {
-	if c == nil {
-		return errs.NilReceiver("consumer.PullConsumer")
-	}
-	if err := c.m.checkState(); err != nil {
-		return err
-	}
-	p, err := c.m.activePQ(topic, queue)
+	p, err := c.held(topic, queue)
 	if err != nil {
 		return err
 	}
@@ -368,7 +359,7 @@ func (p *pq) checkSeek(offset int64) error {
 
 // checkPosition says why offset lies outside q's [min, max] offsets, if it
 // does (ErrInvalidArgument).
-func checkPosition(st Store, q Queue, offset int64) error {
+func checkPosition(st Source, q Queue, offset int64) error {
 	minOff, err := st.MinOffset(q.Topic, q.ID)
 	if err != nil {
 		return err
@@ -435,7 +426,7 @@ func (m *member) seekToTime(t time.Time, seek func(*pq, int64) error) error {
 	return errors.Join(errList...)
 }
 
-// ReconsumeLater hands m to the store's retry path (Store.SendBack) and
+// ReconsumeLater hands m to the store's retry path (Source.SendBack) and
 // is how a pull consumer reports a message it failed to process. It
 // returns the store's error; clustering groups only (ErrInvalidArgument
 // for broadcasting: the retry topic is shared by the whole group).

@@ -339,7 +339,7 @@ func TestPullAssign(t *testing.T) {
 	}
 }
 
-// ReconsumeLater hands the message to Store.SendBack.
+// ReconsumeLater hands the message to Source.SendBack.
 func TestPullReconsumeLater(t *testing.T) {
 	e := newEnv(t, nil)
 	e.st.createTopic("t", 1)

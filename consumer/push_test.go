@@ -608,7 +608,7 @@ func TestBadInput(t *testing.T) {
 	_, err = NewManager(e.st, ManagerOptions{})
 	isErr(t, err, ErrInvalidArgument, "Manager without Dir")
 	_, err = NewManager(nil, ManagerOptions{Dir: "/x", FS: newMemFS()})
-	isErr(t, err, ErrInvalidArgument, "Manager without Store")
+	isErr(t, err, ErrInvalidArgument, "Manager without Source")
 }
 
 // After Manager.Close every call returns ErrClosed and no goroutine is left.

@@ -22,10 +22,7 @@ func (c *PushConsumer) Seek(topic string, queue int, offset int64) error {
 	if c == nil {
 		return errs.NilReceiver("consumer.PushConsumer")
 	}
-	if err := c.m.checkState(); err != nil {
-		return err
-	}
-	p, err := c.m.activePQ(topic, queue)
+	p, err := c.m.heldPQ(topic, queue)
 	if err != nil {
 		return err
 	}

@@ -5,7 +5,7 @@ import "sync/atomic"
 // Stats describes a consumer: totals since it was created and the state of
 // each queue it holds.
 type Stats struct {
-	// Fetched counts messages returned by Store.Pull.
+	// Fetched counts messages returned by Source.Pull.
 	Fetched int64
 	// Consumed counts messages of handler calls that returned
 	// ConsumeSuccess (push) or messages returned by Poll (pull).
@@ -13,7 +13,7 @@ type Stats struct {
 	// Failed counts messages of handler calls that failed (ReconsumeLater,
 	// panic or timeout).
 	Failed int64
-	// SentBack counts messages handed to Store.SendBack successfully;
+	// SentBack counts messages handed to Source.SendBack successfully;
 	// SendBackErrors the calls that failed.
 	SentBack, SendBackErrors int64
 	// Redelivered counts messages queued again locally after a failure.

@@ -54,12 +54,16 @@ const (
 // andNode is an n-ary AND: FALSE wins, then UNKNOWN.
 type andNode struct{ xs []node }
 
-func (n *andNode) eval(m *message.Message) tri {
-	r := triTrue
-	for _, x := range n.xs {
+func (n *andNode) eval(m *message.Message) tri { return junction(n.xs, m, triFalse, triTrue) }
+
+// junction evaluates the operands xs of an AND or an OR: the first that is
+// wins returns wins, else UNKNOWN if any is, else the value all have.
+func junction(xs []node, m *message.Message, wins, all tri) tri {
+	r := all
+	for _, x := range xs {
 		switch x.eval(m) {
-		case triFalse:
-			return triFalse
+		case wins:
+			return wins
 		case triUnknown:
 			r = triUnknown
 		}
@@ -70,18 +74,7 @@ func (n *andNode) eval(m *message.Message) tri {
 // orNode is an n-ary OR: TRUE wins, then UNKNOWN.
 type orNode struct{ xs []node }
 
-func (n *orNode) eval(m *message.Message) tri {
-	r := triFalse
-	for _, x := range n.xs {
-		switch x.eval(m) {
-		case triTrue:
-			return triTrue
-		case triUnknown:
-			r = triUnknown
-		}
-	}
-	return r
-}
+func (n *orNode) eval(m *message.Message) tri { return junction(n.xs, m, triTrue, triFalse) }
 
 type notNode struct{ x node }
 

@@ -54,31 +54,9 @@ func Open(opts Options) (*Index, error) {
 		return openReadOnly(o)
 	}
 	x := &Index{opts: o, log: o.Logger}
-	if err := o.FS.MkdirAll(o.Dir, 0o700); err != nil {
-		return nil, fmt.Errorf("mqlite/indexfile: create %s: %w", o.Dir, errs.Disk(err))
-	}
-	names, err := o.FS.ReadDir(o.Dir)
+	cands, err := x.listFiles()
 	if err != nil {
-		return nil, fmt.Errorf("mqlite/indexfile: list %s: %w", o.Dir, errs.Disk(err))
-	}
-	type candidate struct {
-		path string
-		phys int64
-	}
-	var cands []candidate
-	for _, name := range names {
-		phys, ok := parseName(name)
-		path := filepath.Join(o.Dir, name)
-		if !ok {
-			continue // not ours
-		}
-		if _, isDir, err := o.FS.Stat(path); err != nil {
-			return nil, fmt.Errorf("mqlite/indexfile: stat %s: %w", path, errs.Disk(err))
-		} else if isDir {
-			x.log.Warn("indexfile: ignoring a directory with an index file name", "path", path)
-			continue
-		}
-		cands = append(cands, candidate{path, phys})
+		return nil, err
 	}
 
 	var files []*file
@@ -113,21 +91,64 @@ func Open(opts Options) (*Index, error) {
 		}
 	}
 	if drop >= 0 {
-		for _, c := range cands[drop:] {
-			if err := o.FS.Remove(c.path); err != nil {
-				closeAll()
-				return nil, fmt.Errorf("mqlite/indexfile: delete %s: %w", c.path, errs.Disk(err))
-			}
-			x.log.Warn("indexfile: deleted index file", "path", c.path)
-		}
-		if err := o.FS.SyncDir(o.Dir); err != nil {
+		if err := x.deleteFiles(cands[drop:]); err != nil {
 			closeAll()
-			return nil, fmt.Errorf("mqlite/indexfile: sync %s: %w", o.Dir, errs.Disk(err))
+			return nil, err
 		}
 	}
 	x.files.Store(&files)
 	x.mu.redo = true
 	return x, nil
+}
+
+// candidate is an index file found in the directory.
+type candidate struct {
+	path string
+	phys int64
+}
+
+// listFiles creates the directory if needed and lists the index files in
+// it (other names are not ours; a directory with an index
+// file's name is ignored).
+func (x *Index) listFiles() ([]candidate, error) {
+	o := x.opts
+	if err := o.FS.MkdirAll(o.Dir, 0o700); err != nil {
+		return nil, fmt.Errorf("mqlite/indexfile: create %s: %w", o.Dir, errs.Disk(err))
+	}
+	names, err := o.FS.ReadDir(o.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("mqlite/indexfile: list %s: %w", o.Dir, errs.Disk(err))
+	}
+	var cands []candidate
+	for _, name := range names {
+		phys, ok := parseName(name)
+		path := filepath.Join(o.Dir, name)
+		if !ok {
+			continue // not ours
+		}
+		if _, isDir, err := o.FS.Stat(path); err != nil {
+			return nil, fmt.Errorf("mqlite/indexfile: stat %s: %w", path, errs.Disk(err))
+		} else if isDir {
+			x.log.Warn("indexfile: ignoring a directory with an index file name", "path", path)
+			continue
+		}
+		cands = append(cands, candidate{path, phys})
+	}
+	return cands, nil
+}
+
+// deleteFiles deletes the index files of cands and syncs the directory.
+func (x *Index) deleteFiles(cands []candidate) error {
+	for _, c := range cands {
+		if err := x.opts.FS.Remove(c.path); err != nil {
+			return fmt.Errorf("mqlite/indexfile: delete %s: %w", c.path, errs.Disk(err))
+		}
+		x.log.Warn("indexfile: deleted index file", "path", c.path)
+	}
+	if err := x.opts.FS.SyncDir(x.opts.Dir); err != nil {
+		return fmt.Errorf("mqlite/indexfile: sync %s: %w", x.opts.Dir, errs.Disk(err))
+	}
+	return nil
 }
 
 func (x *Index) snapshot() []*file { return *x.files.Load() }
@@ -184,11 +205,8 @@ func (x *Index) PutHashed(hs []Hashed) error {
 	}
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	if x.closed.Load() {
-		return fmt.Errorf("mqlite/indexfile: put: %w", ErrClosed)
-	}
-	if x.opts.ReadOnly {
-		return x.refuse("put")
+	if err := x.writableLocked("put"); err != nil {
+		return err
 	}
 	if x.mu.fenced != nil {
 		return x.mu.fenced
@@ -309,6 +327,17 @@ func (x *Index) EndPhyOffset() int64 {
 	return files[len(files)-1].endPhys.Load()
 }
 
+// writableLocked refuses op on a closed or read-only index.
+func (x *Index) writableLocked(op string) error {
+	if x.closed.Load() {
+		return fmt.Errorf("mqlite/indexfile: %s: %w", op, ErrClosed)
+	}
+	if x.opts.ReadOnly {
+		return x.refuse(op)
+	}
+	return nil
+}
+
 // TruncateAfterPhys removes everything at or past commitlog offset end (the
 // commitlog lost its tail). It deletes, newest first, every file whose end
 // offset is >= end: whole files starting at or past end, and also the file
@@ -320,11 +349,8 @@ func (x *Index) TruncateAfterPhys(end int64) error {
 	}
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	if x.closed.Load() {
-		return fmt.Errorf("mqlite/indexfile: truncate: %w", ErrClosed)
-	}
-	if x.opts.ReadOnly {
-		return x.refuse("truncate")
+	if err := x.writableLocked("truncate"); err != nil {
+		return err
 	}
 	files := x.snapshot()
 	k := len(files)

@@ -80,7 +80,7 @@ func (p *Producer) SendAsync(ctx context.Context, m *message.Message, cb func(Se
 			return fmt.Errorf("mqlite/producer: send: %w", errs.ErrClosed)
 		}
 	}
-	res, err := p.store(ctx, m)
+	res, err := p.store(ctx, m, WaitLater)
 	if err != nil {
 		<-a.slots
 		return err

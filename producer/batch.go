@@ -32,53 +32,13 @@ func (p *Producer) SendBatch(ctx context.Context, msgs []*message.Message) ([]Se
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if err := p.checkBatch(msgs); err != nil {
-		return nil, err
-	}
-	queue, err := p.pick(msgs[0])
-	if err != nil {
-		return nil, err
-	}
-	rs, err := p.st.AppendBatch(msgs, queue)
-	if err != nil {
+	rs, err := p.sink.SendBatch(ctx, msgs, &p.opts, &p.picker)
+	if len(rs) == 0 || !stored(rs[0]) {
 		return nil, err
 	}
 	out := make([]SendResult, len(rs))
 	for i, r := range rs {
-		out[i] = SendResult{Topic: msgs[0].Topic, PutResult: r}
-	}
-	err = p.st.AwaitDurable(ctx, rs[len(rs)-1].End())
-	for i := range out {
-		out[i], _ = finish(out[i], err)
+		out[i], _ = finish(SendResult{Topic: msgs[0].Topic, PutResult: r}, err)
 	}
 	return out, err
-}
-
-func (p *Producer) checkBatch(msgs []*message.Message) error {
-	if len(msgs) == 0 {
-		return fmt.Errorf("mqlite/producer: empty batch: %w", errs.ErrInvalidArgument)
-	}
-	total := 0
-	for i, m := range msgs {
-		if m == nil {
-			return fmt.Errorf("mqlite/producer: batch message %d: %w", i, message.ErrNilMessage)
-		}
-		if err := p.st.Validate(m); err != nil {
-			return fmt.Errorf("mqlite/producer: batch message %d: %w", i, err)
-		}
-		if m.Topic != msgs[0].Topic {
-			return fmt.Errorf("mqlite/producer: batch message %d has topic %q, the batch %q: %w", i, m.Topic, msgs[0].Topic, errs.ErrInvalidArgument)
-		}
-		if m.DelayLevel != 0 || !m.DeliverAt.IsZero() {
-			return fmt.Errorf("mqlite/producer: batch message %d: delayed messages cannot be batched: %w", i, message.ErrInvalidDelay)
-		}
-		if err := p.checkSize(m); err != nil {
-			return fmt.Errorf("mqlite/producer: batch message %d: %w", i, err)
-		}
-		total += len(m.Body)
-	}
-	if total > MaxBatchBytes {
-		return fmt.Errorf("mqlite/producer: batch bodies total %d bytes, the limit is %d: %w", total, MaxBatchBytes, errs.ErrMessageTooLarge)
-	}
-	return nil
 }

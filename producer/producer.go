@@ -1,8 +1,12 @@
 // Package producer owns the sending side of a store: the Producer handle
 // with its send modes (sync, async with a callback, oneway, batch), queue
 // selection (round robin, by sharding key, custom), and body compression.
-// A Producer talks to the store through the small Store interface, which
-// the root package implements.
+// A Producer talks to the store through the Sink interface, which the
+// root package implements: a send is one call into the store's write
+// path (which resolves the topic once). A store that implements only the
+// step-by-step Appender interface is driven call by call. The checks and
+// transforms a send applies (CheckSize, CheckBatch, Compress) and the
+// queue Picker are exported for the Sink to use.
 package producer
 
 import (
@@ -21,8 +25,10 @@ import (
 	"github.com/mqlite/mqlite/message"
 )
 
-// Store is what a Producer needs from the message store.
-type Store interface {
+// Appender is what a Producer needs from the message store, step by step:
+// validate, resolve the topic, append, wait for durability. A store that
+// is also a Sink gets whole sends instead.
+type Appender interface {
 	// Validate checks m against every rule of the store (topic name,
 	// body, tags, keys, properties, delay) without storing it.
 	Validate(m *message.Message) error
@@ -43,7 +49,12 @@ type Store interface {
 	Kick(end int64)
 }
 
-// Seeder is an optional interface of a Store: a Store opened with a seed
+// Store is the former name of Appender.
+//
+// Deprecated: use Appender.
+type Store = Appender
+
+// Seeder is an optional interface of an Appender: one opened with a seed
 // (mqlite's Options.Seed) returns a non-zero Seed for each new Producer,
 // whose round robin then starts from it instead of at random, so that a
 // test run can be repeated exactly. New calls Seed once.
@@ -119,7 +130,8 @@ type SendResult struct {
 
 // Producer sends messages to a store. It is safe for concurrent use.
 type Producer struct {
-	st     Store
+	st     Appender
+	sink   Sink // st itself when it is a Sink, else st step by step
 	opts   Options
 	picker Picker
 
@@ -128,7 +140,7 @@ type Producer struct {
 }
 
 // New returns a Producer over st. Options are checked here.
-func New(st Store, opts Options) (*Producer, error) {
+func New(st Appender, opts Options) (*Producer, error) {
 	var problems []error
 	if opts.MaxMessageSize < 0 {
 		problems = append(problems, fmt.Errorf("negative MaxMessageSize %d", opts.MaxMessageSize))
@@ -157,7 +169,10 @@ func New(st Store, opts Options) (*Producer, error) {
 	if len(problems) > 0 {
 		return nil, fmt.Errorf("mqlite/producer: bad options: %w: %w", errs.ErrInvalidArgument, errors.Join(problems...))
 	}
-	p := &Producer{st: st, opts: opts, picker: Picker{Selector: opts.Selector}}
+	p := &Producer{st: st, sink: stepSink{st}, opts: opts, picker: Picker{Selector: opts.Selector}}
+	if sk, ok := st.(Sink); ok {
+		p.sink = sk
+	}
 	if sd, ok := st.(Seeder); ok {
 		p.picker.Seed = sd.Seed()
 	}
@@ -177,11 +192,7 @@ func (p *Producer) Send(ctx context.Context, m *message.Message) (SendResult, er
 	if err := errs.CheckContext(ctx, "mqlite/producer: send"); err != nil {
 		return SendResult{}, err
 	}
-	res, err := p.store(ctx, m)
-	if err != nil {
-		return SendResult{}, err
-	}
-	return finish(res, p.st.AwaitDurable(ctx, res.End()))
+	return p.store(ctx, m, WaitDurable)
 }
 
 // SendOneway stores m and returns without waiting for durability (the
@@ -190,12 +201,8 @@ func (p *Producer) SendOneway(m *message.Message) error {
 	if p == nil {
 		return errs.NilReceiver("producer.Producer")
 	}
-	res, err := p.store(context.Background(), m)
-	if err != nil {
-		return err
-	}
-	p.st.Kick(res.End())
-	return nil
+	_, err := p.store(context.Background(), m, WaitKick)
+	return err
 }
 
 // finish maps the durability outcome onto the result.
@@ -206,52 +213,26 @@ func finish(res SendResult, err error) (SendResult, error) {
 	return res, err
 }
 
-// store validates, routes and appends m.
-func (p *Producer) store(ctx context.Context, m *message.Message) (SendResult, error) {
+// store sends m through the sink, doing what w says about durability.
+// A message not stored returns a zero result; one stored with a
+// durability error (ErrFlushTimeout: Status FlushDiskTimeout) returns its
+// result with the error.
+func (p *Producer) store(ctx context.Context, m *message.Message, w Wait) (SendResult, error) {
 	if p.async.closed.Load() {
 		return SendResult{}, fmt.Errorf("mqlite/producer: send: %w", errs.ErrClosed)
 	}
 	if err := ctx.Err(); err != nil {
 		return SendResult{}, err
 	}
-	if err := p.st.Validate(m); err != nil {
+	r, err := p.sink.Send(ctx, m, &p.opts, &p.picker, w)
+	if !stored(r) {
 		return SendResult{}, err
 	}
-	if err := p.checkSize(m); err != nil {
-		return SendResult{}, err
-	}
-	queue, err := p.pick(m)
-	if err != nil {
-		return SendResult{}, err
-	}
-	out := m
-	if p.opts.CompressOver > 0 && len(m.Body) >= p.opts.CompressOver && m.SysFlag&message.SysCompressed == 0 {
-		if out, err = compressed(m, p.opts.CompressLevel); err != nil {
-			return SendResult{}, err
-		}
-	}
-	r, err := p.st.Append(out, queue)
-	if err != nil {
-		return SendResult{}, err
-	}
-	return SendResult{Topic: m.Topic, PutResult: r}, nil
+	return finish(SendResult{Topic: m.Topic, PutResult: r}, err)
 }
 
-func (p *Producer) checkSize(m *message.Message) error {
-	if p.opts.MaxMessageSize > 0 && len(m.Body) > p.opts.MaxMessageSize {
-		return fmt.Errorf("%w: body of %d bytes, the producer's limit is %d", errs.ErrMessageTooLarge, len(m.Body), p.opts.MaxMessageSize)
-	}
-	return nil
-}
-
-// pick resolves the topic and selects a queue for m.
-func (p *Producer) pick(m *message.Message) (int, error) {
-	n, err := p.st.QueueCount(m.Topic, p.opts.AutoCreateQueues)
-	if err != nil {
-		return 0, err
-	}
-	return p.picker.Pick(m, n)
-}
+// stored reports whether r names a stored record (every record has a size).
+func stored(r message.PutResult) bool { return r.Size > 0 }
 
 // Picker chooses a message's queue as a Producer does: the Selector if
 // set, else the queue its ShardingKey hashes to, else round robin per

@@ -25,8 +25,8 @@ const DefaultRequestTimeout = 3 * time.Second
 // deadline does.
 var ErrRequestTimeout = fmt.Errorf("mqlite/producer: request timed out: %w", context.DeadlineExceeded)
 
-// Replies is what Request needs from a store besides Store: somewhere to
-// wait for a reply by correlation ID, and the store's clock. A Store that
+// Replies is what Request needs from a store besides Appender: somewhere to
+// wait for a reply by correlation ID, and the store's clock. A store that
 // does not implement it makes Request fail with ErrInvalidArgument.
 type Replies interface {
 	// Expect registers a pending request: a reply to correlation id is
@@ -159,13 +159,11 @@ func (p *Producer) sendRequest(ctx context.Context, m *message.Message) (*pendin
 		return nil, err
 	}
 	r.timer = rs.NewTimer(timeout)
-	res, err := p.store(ctx, &c)
-	if err != nil {
+	if _, err := p.store(ctx, &c, WaitKick); err != nil {
 		r.timer.Stop()
 		rs.Forget(id)
 		return nil, err
 	}
-	p.st.Kick(res.End())
 	return r, nil
 }
 

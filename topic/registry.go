@@ -247,12 +247,9 @@ func (r *Registry) Update(name string, c Config) error {
 		return err
 	}
 	return r.change(func(m map[string]record) error {
-		rec, ok := m[name]
-		if !ok {
-			return fmt.Errorf("mqlite: update topic %q: %w", name, errs.ErrTopicNotFound)
-		}
-		if rec.System {
-			return fmt.Errorf("mqlite: update topic %q: it is a system topic: %w", name, errs.ErrInvalidArgument)
+		rec, err := userRecord(m, "update", name)
+		if err != nil {
+			return err
 		}
 		if c.Queues < rec.Queues {
 			return fmt.Errorf("mqlite: update topic %q: queues cannot shrink from %d to %d: %w",
@@ -267,16 +264,25 @@ func (r *Registry) Update(name string, c Config) error {
 	})
 }
 
+// userRecord returns the record of user topic name for op: ErrTopicNotFound
+// if it is not there, ErrInvalidArgument for a system topic.
+func userRecord(m map[string]record, op, name string) (record, error) {
+	rec, ok := m[name]
+	if !ok {
+		return record{}, fmt.Errorf("mqlite: %s topic %q: %w", op, name, errs.ErrTopicNotFound)
+	}
+	if rec.System {
+		return record{}, fmt.Errorf("mqlite: %s topic %q: it is a system topic: %w", op, name, errs.ErrInvalidArgument)
+	}
+	return rec, nil
+}
+
 // Delete removes a user topic from the registry: ErrTopicNotFound if it
 // is not there.
 func (r *Registry) Delete(name string) error {
 	return r.change(func(m map[string]record) error {
-		rec, ok := m[name]
-		if !ok {
-			return fmt.Errorf("mqlite: delete topic %q: %w", name, errs.ErrTopicNotFound)
-		}
-		if rec.System {
-			return fmt.Errorf("mqlite: delete topic %q: it is a system topic: %w", name, errs.ErrInvalidArgument)
+		if _, err := userRecord(m, "delete", name); err != nil {
+			return err
 		}
 		delete(m, name)
 		return nil

@@ -143,10 +143,19 @@ func (s *Service) check(ctx context.Context, e *entry) (err error) {
 		}
 		return nil
 	}
+	resolved, err = s.askAndApply(ctx, e, checker, half, rm, queue)
+	return err
+}
+
+// askAndApply counts one more check of e, asks checker, and applies the
+// answer: commit (store rm in queue, then the op record), rollback (the op
+// record), or unknown (discarded after the last check). It reports whether
+// e is resolved.
+func (s *Service) askAndApply(ctx context.Context, e *entry, checker Checker, half *message.MessageExt, rm *message.Message, queue int) (resolved bool, err error) {
 	// Count the check before asking, so a crash never loses a count.
 	r, err := s.writeOpTag(ctx, OpTagCheck, e.off, "")
 	if err != nil {
-		return err
+		return false, err
 	}
 	s.mu.Lock()
 	e.checks++
@@ -159,27 +168,26 @@ func (s *Service) check(ctx context.Context, e *entry) (err error) {
 	switch state {
 	case CommitMessage:
 		if _, err := s.st.Append(ctx, rm, queue); err != nil && !errors.Is(err, ErrFlushTimeout) {
-			return fmt.Errorf("commit transaction %s: %w", e.uniq, err)
+			return false, fmt.Errorf("commit transaction %s: %w", e.uniq, err)
 		}
 		if err := s.writeOp(ctx, e.off, state.String()); err != nil {
 			s.mu.Lock()
 			e.orphan = true
 			s.mu.Unlock()
-			return err
+			return false, err
 		}
-		resolved = true
+		return true, nil
 	case RollbackMessage:
 		if err := s.writeOp(ctx, e.off, state.String()); err != nil {
-			return err
+			return false, err
 		}
-		resolved = true
+		return true, nil
 	default:
 		if n >= s.opts.MaxChecks {
-			resolved, err = s.discard(ctx, e, half)
-			return err
+			return s.discard(ctx, e, half)
 		}
 	}
-	return nil
+	return false, nil
 }
 
 // ask calls checker with the half message as the checker sees it. A panic

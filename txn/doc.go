@@ -1,7 +1,7 @@
 // Package txn owns transactional messages, as RocketMQ has them: the half
 // message, the local transaction, commit and rollback, the op log that
 // records outcomes, and the check-back service that resolves what a
-// producer left open. It talks to the store through the small Store
+// producer left open. It talks to the store through the small Host
 // interface, which the root package implements.
 //
 // # Life of a transaction
@@ -66,7 +66,7 @@
 //     pending: it is checked back;
 //   - a crash between the real message and its op record leaves it pending
 //     too, but before asking the checker the service calls
-//     Store.HasUniqKey(real topic, transaction ID, half store time); when
+//     Host.HasUniqKey(real topic, transaction ID, half store time); when
 //     the real message exists it only writes the op record, so nothing is
 //     delivered twice;
 //   - a crash between a message parked in topic.CheckMax and its op record

@@ -13,7 +13,7 @@ import (
 
 // A local transaction whose outcome is unknown is settled by the
 // check-back. Users get the service and producers from the root package
-// (Store.NewTransactionProducer); here an in-memory Store stands in.
+// (Store.NewTransactionProducer); here an in-memory Host stands in.
 func Example() {
 	clk := clock.NewFake(time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC))
 	st := newFakeStore(clk)

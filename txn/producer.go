@@ -35,7 +35,7 @@ type ProducerOptions struct {
 // Producer sends transactional messages. It is safe for concurrent use.
 type Producer struct {
 	svc        *Service
-	st         Store
+	st         Host
 	opts       ProducerOptions
 	unregister func()
 	picker     producer.Picker

@@ -100,7 +100,7 @@ func (o ServiceOptions) withDefaults() (ServiceOptions, error) {
 // once. It is safe for concurrent use.
 type Service struct {
 	// Lock order: round, then mu.
-	st   Store
+	st   Host
 	opts ServiceOptions
 	log  *slog.Logger
 
@@ -155,7 +155,7 @@ type reg struct{ c Checker }
 // file (a damaged one is an ErrCorrupt naming the file) but reads no
 // message before Start or CheckNow. Producers may send before Start;
 // nothing is checked back until then.
-func NewService(st Store, o ServiceOptions) (*Service, error) {
+func NewService(st Host, o ServiceOptions) (*Service, error) {
 	if st == nil {
 		return nil, fmt.Errorf("mqlite/txn: nil store: %w", ErrInvalidArgument)
 	}

@@ -196,6 +196,17 @@ func (e *env) readQueues(q queueFlags, n int, full bool, start func(s *mqlite.St
 	})
 }
 
+// checkN is check for a command that reads up to n messages a queue.
+func (q queueFlags) checkN(e *env, n int) int {
+	if code := q.check(e); code != exitOK {
+		return code
+	}
+	if n < 1 {
+		return e.usageErr("-n %d: want at least 1", n)
+	}
+	return exitOK
+}
+
 func printCmd(fs *flag.FlagSet) runner {
 	q := addQueueFlags(fs)
 	offset := fs.Int64("offset", -1, "first queue `offset`; -1: the queue's first")
@@ -203,11 +214,8 @@ func printCmd(fs *flag.FlagSet) runner {
 	n := fs.Int("n", 32, "at most `n` messages per queue")
 	full := listFlags(fs)
 	return func(e *env, _ []string) int {
-		if code := q.check(e); code != exitOK {
+		if code := q.checkN(e, *n); code != exitOK {
 			return code
-		}
-		if *n < 1 {
-			return e.usageErr("-n %d: want at least 1", *n)
 		}
 		if *offset >= 0 && *at != "" {
 			return e.usageErr("-offset and -time exclude each other")
@@ -233,11 +241,8 @@ func tailCmd(fs *flag.FlagSet) runner {
 	n := fs.Int("n", 10, "the last `n` messages of each queue")
 	full := listFlags(fs)
 	return func(e *env, _ []string) int {
-		if code := q.check(e); code != exitOK {
+		if code := q.checkN(e, *n); code != exitOK {
 			return code
-		}
-		if *n < 1 {
-			return e.usageErr("-n %d: want at least 1", *n)
 		}
 		return e.readQueues(q, *n, *full, func(_ *mqlite.Store, qs mqlite.QueueStats) (int64, error) {
 			return max(qs.MaxOffset-int64(*n), qs.MinOffset), nil

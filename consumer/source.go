@@ -7,8 +7,9 @@ import (
 	"github.com/mqlite/mqlite/message"
 )
 
-// Store is what consumers need from the message store; the root package implements it.
-type Store interface {
+// Source is what consumers need from the message store, the source of
+// their messages; the root package implements it.
+type Source interface {
 	// QueueCount is the number of queues of topic; errs.ErrTopicNotFound if unknown.
 	QueueCount(topic string) (int, error)
 	// MinOffset is the first offset still stored in the queue.
@@ -28,6 +29,11 @@ type Store interface {
 	// group's limit).
 	SendBack(ctx context.Context, group string, m *message.MessageExt) error
 }
+
+// Store is the former name of Source.
+//
+// Deprecated: use Source.
+type Store = Source
 
 // Filter is implemented by filter.Expression (package github.com/mqlite/mqlite/filter).
 type Filter interface {

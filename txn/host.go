@@ -7,14 +7,14 @@ import (
 	"github.com/mqlite/mqlite/message"
 )
 
-// Store is what transactions need from the message store; the root
-// package implements it.
+// Host is what transactions need from the message store that hosts the
+// service; the root package implements it.
 //
 // The service relies on one ordering property of the store: records become
 // readable in CommitLog order (the root's single dispatcher tails the log),
 // so an op record being readable implies that the half message it names,
 // stored before it, is readable too.
-type Store interface {
+type Host interface {
 	// Validate checks a user message as the producer path does (and refuses system topics).
 	Validate(m *message.Message) error
 	// QueueCount resolves a user topic's queue count, auto-creating it (autoQueues, 0 = store default) when the store allows.
@@ -33,3 +33,8 @@ type Store interface {
 	// HasUniqKey reports whether topic holds a message with this unique key stored at or after since (index lookup).
 	HasUniqKey(topic, uniqKey string, since time.Time) (bool, error)
 }
+
+// Store is the former name of Host.
+//
+// Deprecated: use Host.
+type Store = Host

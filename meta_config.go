@@ -2,6 +2,7 @@ package mqlite
 
 import (
 	"github.com/mqlite/mqlite/consumer"
+	"github.com/mqlite/mqlite/delay"
 	"github.com/mqlite/mqlite/txn"
 )
 
@@ -14,18 +15,18 @@ import (
 // the directory lock is held. (The topic registry and the store format are
 // loaded before this.)
 func (s *Store) checkConfig() error {
-	if _, err := s.loadDelayProgress(); err != nil {
+	if _, err := delay.LoadProgress(s.fs, s.path(configDir)); err != nil {
 		return err
 	}
-	if _, err := s.loadTimerState(); err != nil {
+	if _, err := delay.LoadTimerState(s.fs, s.path(configDir)); err != nil {
 		return err
 	}
-	tx, err := txn.NewService(txnStore{s}, txn.ServiceOptions{FS: s.fs, Dir: s.path(configDir), ReadOnly: true})
+	tx, err := txn.NewService(txnHost{s}, txn.ServiceOptions{FS: s.fs, Dir: s.path(configDir), ReadOnly: true})
 	if err != nil {
 		return err
 	}
 	tx.Close() // read-only, never started: nothing to stop or save
-	mg, err := consumer.NewManager(consumerStore{s}, consumer.ManagerOptions{FS: s.fs, Dir: s.path(configDir),
+	mg, err := consumer.NewManager(consumerSource{s}, consumer.ManagerOptions{FS: s.fs, Dir: s.path(configDir),
 		ParseFilter: parseFilter, ReadOnly: true})
 	if err != nil {
 		return err

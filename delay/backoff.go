@@ -1,4 +1,4 @@
-package mqlite
+package delay
 
 import "time"
 

@@ -1,7 +1,8 @@
-package mqlite
+package delay
 
 import (
 	"cmp"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -20,17 +21,20 @@ import (
 	"github.com/mqlite/mqlite/vfs"
 )
 
+// The timer wheel's progress file, in the store's config directory.
 const (
-	timerDir     = "timer"
-	timerFile    = "timer.json"
-	timerMagic   = 0x4D51544D // "MQTM"
-	timerVersion = 1
-	bucketSecs   = 60 // one bucket file per minute of due times
-	bucketEntry  = 16 // CommitLog offset u64 | due unix seconds u32 | CRC32-C u32
-	timerBatch   = 4096
+	TimerFile    = "timer.json"
+	TimerMagic   = 0x4D51544D // "MQTM"
+	TimerVersion = 1
 )
 
-// timers delivers messages with a deliver-at time (RocketMQ 5 timer
+const (
+	bucketSecs  = 60 // one bucket file per minute of due times
+	bucketEntry = 16 // CommitLog offset u64 | due unix seconds u32 | CRC32-C u32
+	timerBatch  = 4096
+)
+
+// Timers delivers messages with a deliver-at time (RocketMQ 5 timer
 // messages). Such a message is stored in the timer topic; the dispatcher
 // puts its due second (rounded up) in the ConsumeQueue tags code. The
 // timer goroutine tails that queue and appends each entry to the bucket
@@ -42,8 +46,9 @@ const (
 // loss may have undone the removal of any delivered since the timer
 // directory's last sync), skipping messages the index shows were
 // delivered already.
-type timers struct {
-	s    *Store
+type Timers struct {
+	h    Host
+	cfg  Config
 	dir  string
 	quit chan struct{}
 	done chan struct{}
@@ -66,26 +71,28 @@ type timerEntry struct {
 	due int64 // unix seconds
 }
 
-type timerState struct {
+// TimerState is the timer wheel's saved progress.
+type TimerState struct {
+	// Enqueued is the next timer-queue offset to put in a bucket file.
 	Enqueued int64 `json:"enqueued"`
 }
 
-func newTimers(s *Store) (*timers, error) {
-	t := &timers{s: s, dir: s.path(timerDir), quit: make(chan struct{}), done: make(chan struct{}), bar: newPassBarrier(),
-		verifyUntil: s.opts.Clock.Now().Unix()}
-	if _, err := s.topics.EnsureAtLeast(topic.Timer, 1); err != nil {
-		return nil, err
-	}
-	st, err := s.loadTimerState()
+// NewTimers loads the wheel's progress (moving back, and saving, one that
+// lies past the timer queue's end) and its bucket files, dropping their
+// entries for records a crash lost, for Start. The timer topic must exist.
+// It runs while the store opens: no message is sent meanwhile.
+func NewTimers(h Host, cfg Config) (*Timers, error) {
+	t := &Timers{h: h, cfg: cfg, dir: cfg.TimerDir, quit: make(chan struct{}), done: make(chan struct{}), bar: newPassBarrier(),
+		verifyUntil: cfg.Clock.Now().Unix()}
+	st, err := LoadTimerState(cfg.FS, cfg.ConfigDir)
 	if err != nil {
 		return nil, err
 	}
-	// Before Open returns, so no message sent since is in the queue.
-	if end := s.recoveredEnd(topic.Timer, 0); st.Enqueued > end {
+	if end := queueEnd(h, topic.Timer, 0); st.Enqueued > end {
 		// The queue lost its tail after the position was saved (or the
 		// file lies): waiting for offset st.Enqueued would strand every
 		// timer sent until the queue got there.
-		s.opts.Logger.Warn("mqlite: timer progress lies past the end of the timer queue; moved back",
+		cfg.Logger.Warn("mqlite: timer progress lies past the end of the timer queue; moved back",
 			"enqueued", st.Enqueued, "end", end)
 		st.Enqueued = end
 		// Saved now, before a put: the position is written only after
@@ -94,22 +101,32 @@ func newTimers(s *Store) (*timers, error) {
 		// only, a second power loss before the next bucketing brought the
 		// stale position back, now over timer messages stored since,
 		// which were then never bucketed: lost.
-		if err := cfgfile.Write(s.fs, s.path(configDir), timerFile, timerMagic, timerVersion, st); err != nil {
+		if err := cfgfile.Write(cfg.FS, cfg.ConfigDir, TimerFile, TimerMagic, TimerVersion, st); err != nil {
 			return nil, err
 		}
 	}
 	t.enqueued.Store(st.Enqueued)
-	if err := s.fs.MkdirAll(t.dir, 0o700); err != nil {
-		return nil, fmt.Errorf("mqlite: create %s: %w (%w)", t.dir, errs.ErrIO, err)
+	if err := t.loadBuckets(); err != nil {
+		return nil, err
 	}
-	names, err := s.fs.ReadDir(t.dir)
+	return t, nil
+}
+
+// loadBuckets lists the bucket files and drops their entries for records
+// past the CommitLog's end.
+func (t *Timers) loadBuckets() error {
+	fs := t.cfg.FS
+	if err := fs.MkdirAll(t.dir, 0o700); err != nil {
+		return fmt.Errorf("mqlite: create %s: %w (%w)", t.dir, errs.ErrIO, err)
+	}
+	names, err := fs.ReadDir(t.dir)
 	if err != nil {
-		return nil, fmt.Errorf("mqlite: list %s: %w (%w)", t.dir, errs.ErrIO, err)
+		return fmt.Errorf("mqlite: list %s: %w (%w)", t.dir, errs.ErrIO, err)
 	}
 	for _, n := range names {
 		b, err := strconv.ParseInt(n, 10, 64)
 		if err != nil || b < 0 || b%bucketSecs != 0 || filepath.Base(t.bucketPath(b)) != n { // only the names bucketPath makes
-			s.opts.Logger.Warn("mqlite: ignoring unexpected file", "path", filepath.Join(t.dir, n))
+			t.cfg.Logger.Warn("mqlite: ignoring unexpected file", "path", filepath.Join(t.dir, n))
 			continue
 		}
 		t.buckets = append(t.buckets, b)
@@ -120,21 +137,21 @@ func newTimers(s *Store) (*timers, error) {
 	// Those entries must go before anything is appended: delivered, they
 	// would read another record (a timer message delivered at another's
 	// time, or an error retried forever that stalled every timer after).
-	end := s.log.WrotePosition()
+	end := t.h.LogEnd()
 	for _, b := range t.buckets {
 		if err := t.dropStale(b, end); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	return t, nil
+	return nil
 }
 
 // dropStale rewrites bucket b without its entries for CommitLog offsets
 // at or past end (records that no longer exist). Damaged entries stay, for
 // loadBucket to report.
-func (t *timers) dropStale(b, end int64) error {
+func (t *Timers) dropStale(b, end int64) error {
 	path := t.bucketPath(b)
-	data, err := vfs.ReadFile(t.s.fs, path)
+	data, err := vfs.ReadFile(t.cfg.FS, path)
 	if err != nil {
 		return fmt.Errorf("mqlite: read %s: %w (%w)", path, errs.ErrIO, err)
 	}
@@ -151,48 +168,59 @@ func (t *timers) dropStale(b, end int64) error {
 	if dropped == 0 {
 		return nil
 	}
-	t.s.opts.Logger.Warn("mqlite: dropping timer entries for records a crash lost", "path", path, "entries", dropped)
-	if err := vfs.WriteFileAtomic(t.s.fs, t.dir, filepath.Base(path), kept); err != nil {
+	t.cfg.Logger.Warn("mqlite: dropping timer entries for records a crash lost", "path", path, "entries", dropped)
+	if err := vfs.WriteFileAtomic(t.cfg.FS, t.dir, filepath.Base(path), kept); err != nil {
 		return fmt.Errorf("mqlite: write %s: %w (%w)", path, errs.ErrIO, err)
 	}
 	return nil
 }
 
-// loadTimerState reads the timer service's progress: an ErrCorrupt naming
-// the file for a negative offset.
-func (s *Store) loadTimerState() (timerState, error) {
-	var st timerState
-	if _, err := cfgfile.Read(s.fs, s.path(configDir), timerFile, timerMagic, timerVersion, &st); err != nil {
-		return timerState{}, err
+// LoadTimerState reads the timer wheel's progress from dir: an ErrCorrupt
+// naming the file for a negative offset.
+func LoadTimerState(fs vfs.FS, dir string) (TimerState, error) {
+	var st TimerState
+	if _, err := cfgfile.Read(fs, dir, TimerFile, TimerMagic, TimerVersion, &st); err != nil {
+		return TimerState{}, err
 	}
 	if st.Enqueued < 0 {
-		return timerState{}, errs.Corrupt(filepath.Join(s.path(configDir), timerFile), cfgfile.HeaderSize,
+		return TimerState{}, errs.Corrupt(filepath.Join(dir, TimerFile), cfgfile.HeaderSize,
 			"negative enqueued offset %d", st.Enqueued)
 	}
 	return st, nil
 }
 
-func (t *timers) start() { go t.run() }
+// Start starts the wheel's goroutine.
+func (t *Timers) Start() { go t.run() }
 
-func (t *timers) enqueuedPos() int64 { return t.enqueued.Load() }
+// Enqueued is the next timer-queue offset to put in a bucket file.
+func (t *Timers) Enqueued() int64 { return t.enqueued.Load() }
 
-func (t *timers) stop() {
+// VerifyUntil is the due time up to which deliveries are checked against
+// the index (the clock at NewTimers).
+func (t *Timers) VerifyUntil() time.Time { return time.Unix(t.verifyUntil, 0) }
+
+// Settle has the wheel run one pass over what is due, started after the
+// call, and waits until it is done, ctx ends or the wheel stops.
+func (t *Timers) Settle(ctx context.Context) error { return t.bar.sync(ctx, t.quit) }
+
+// Stop ends the wheel's goroutine.
+func (t *Timers) Stop() {
 	close(t.quit)
 	<-t.done
 }
 
-func (t *timers) run() {
+func (t *Timers) run() {
 	defer close(t.done)
-	q, err := t.s.disp.cq.Queue(topic.Timer, 0, true)
+	q, err := t.h.Queue(topic.Timer, 0, true)
 	if err != nil {
-		t.s.opts.Logger.Error("mqlite: timer service stopped", "err", err)
+		t.cfg.Logger.Error("mqlite: timer service stopped", "err", err)
 		return
 	}
 	// Deliveries made before a restart are skipped by an index lookup
 	// (verify), so the index must know them first: after a power loss it
 	// is rebuilt in the background, and a bucket delivered but whose
 	// removal the crash undid was delivered again.
-	if !t.s.indexedNow(t.quit) {
+	if !t.h.Indexed(t.quit) {
 		return
 	}
 	var retry backoff
@@ -212,14 +240,14 @@ func (t *timers) run() {
 			continue
 		}
 		retry.reset()
-		ch, err := t.s.disp.waitCh(q, t.enqueued.Load())
+		ch, err := t.h.WaitCh(q, t.enqueued.Load())
 		if err != nil {
 			return // closing or fenced
 		}
 		var ch2 <-chan struct{} = ch
 		t.bar.idle(gen)
 		if next > 0 {
-			if !sleepUntilPoked(t.s.opts.Clock, time.Unix(next, 0), ch2, t.bar.poke, t.quit) {
+			if !sleepUntilPoked(t.cfg.Clock, time.Unix(next, 0), ch2, t.bar.poke, t.quit) {
 				return
 			}
 		} else {
@@ -235,13 +263,13 @@ func (t *timers) run() {
 
 // failed logs err and waits before a retry, for longer after each failure
 // in a row (retry); false when stopping.
-func (t *timers) failed(what string, err error, retry *backoff) bool {
+func (t *Timers) failed(what string, err error, retry *backoff) bool {
 	if errors.Is(err, errs.ErrClosed) {
 		return false
 	}
 	wait := retry.fail()
-	t.s.opts.Logger.Warn("mqlite: "+what+" failed; retrying", "err", err, "retry_in", wait)
-	tm := t.s.opts.Clock.NewTimer(wait)
+	t.cfg.Logger.Warn("mqlite: "+what+" failed; retrying", "err", err, "retry_in", wait)
+	tm := t.cfg.Clock.NewTimer(wait)
 	defer tm.Stop()
 	select {
 	case <-tm.C():
@@ -253,7 +281,7 @@ func (t *timers) failed(what string, err error, retry *backoff) bool {
 
 // enqueue moves new timer-queue entries into bucket files (or straight
 // into cur when their bucket is loaded), then saves the tail position.
-func (t *timers) enqueue(q *consumequeue.Queue) error {
+func (t *Timers) enqueue(q *consumequeue.Queue) error {
 	if t.enqueued.Load() < q.MinOffset() {
 		t.enqueued.Store(q.MinOffset())
 	}
@@ -277,11 +305,11 @@ func (t *timers) enqueue(q *consumequeue.Queue) error {
 				return err
 			}
 		}
-		if err := t.s.fs.SyncDir(t.dir); err != nil {
+		if err := t.cfg.FS.SyncDir(t.dir); err != nil {
 			return fmt.Errorf("mqlite: sync %s: %w (%w)", t.dir, errs.ErrIO, err)
 		}
 		next := t.enqueued.Load() + int64(n)
-		if err := cfgfile.Write(t.s.fs, t.s.path(configDir), timerFile, timerMagic, timerVersion, timerState{next}); err != nil {
+		if err := cfgfile.Write(t.cfg.FS, t.cfg.ConfigDir, TimerFile, TimerMagic, TimerVersion, TimerState{next}); err != nil {
 			return err
 		}
 		t.enqueued.Store(next)
@@ -300,14 +328,14 @@ func appendBucketEntry(dst []byte, off, due int64) []byte {
 	return append(dst, e[:]...)
 }
 
-func (t *timers) bucketPath(b int64) string {
+func (t *Timers) bucketPath(b int64) string {
 	return filepath.Join(t.dir, fmt.Sprintf("%012d", b))
 }
 
 // appendBucket appends entries to bucket b's file and syncs it.
-func (t *timers) appendBucket(b int64, data []byte) error {
+func (t *Timers) appendBucket(b int64, data []byte) error {
 	path := t.bucketPath(b)
-	f, err := t.s.fs.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	f, err := t.cfg.FS.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return fmt.Errorf("mqlite: open %s: %w (%w)", path, errs.ErrIO, err)
 	}
@@ -331,8 +359,8 @@ func (t *timers) appendBucket(b int64, data []byte) error {
 
 // loadBucket reads bucket b into cur, skipping damaged entries (they are
 // reported) and duplicates.
-func (t *timers) loadBucket(b int64) error {
-	data, err := vfs.ReadFile(t.s.fs, t.bucketPath(b))
+func (t *Timers) loadBucket(b int64) error {
+	data, err := vfs.ReadFile(t.cfg.FS, t.bucketPath(b))
 	if err != nil && !errors.Is(err, vfs.ErrNotExist) {
 		return fmt.Errorf("mqlite: read %s: %w (%w)", t.bucketPath(b), errs.ErrIO, err)
 	}
@@ -340,7 +368,7 @@ func (t *timers) loadBucket(b int64) error {
 	for p := 0; p+bucketEntry <= len(data); p += bucketEntry {
 		e := data[p : p+bucketEntry]
 		if binary.LittleEndian.Uint32(e[12:]) != crc32.Checksum(e[:12], castagnoli) {
-			t.s.opts.Logger.Error("mqlite: damaged timer entry skipped", "path", t.bucketPath(b), "offset", p)
+			t.cfg.Logger.Error("mqlite: damaged timer entry skipped", "path", t.bucketPath(b), "offset", p)
 			continue
 		}
 		off := int64(binary.LittleEndian.Uint64(e))
@@ -354,8 +382,8 @@ func (t *timers) loadBucket(b int64) error {
 
 // deliverDue delivers every entry due by now and returns the unix second
 // of the next due entry or bucket (0: none pending).
-func (t *timers) deliverDue() (int64, error) {
-	now := t.s.opts.Clock.Now().Unix()
+func (t *Timers) deliverDue() (int64, error) {
+	now := t.cfg.Clock.Now().Unix()
 	for len(t.buckets) > 0 && t.buckets[0] <= now {
 		b := t.buckets[0]
 		if b >= t.curEnd {
@@ -379,12 +407,11 @@ func (t *timers) deliverDue() (int64, error) {
 		// or a power loss after the removal is durable (the directory's
 		// next sync) loses them. Under FlushAsync they were not; under
 		// FlushSync the group commit had not always flushed them yet.
-		if _, err := t.s.log.Flush(); err != nil {
+		if err := t.h.Flush(); err != nil {
 			return 0, err
 		}
-		t.s.disp.notify() // under FlushSync the dispatcher waits for flushes; this one is not the group commit's
 		t.cur = nil
-		if err := t.s.fs.Remove(t.bucketPath(b)); err != nil && !errors.Is(err, vfs.ErrNotExist) {
+		if err := t.cfg.FS.Remove(t.bucketPath(b)); err != nil && !errors.Is(err, vfs.ErrNotExist) {
 			return 0, fmt.Errorf("mqlite: remove %s: %w (%w)", t.bucketPath(b), errs.ErrIO, err)
 		}
 		t.buckets = t.buckets[1:]
@@ -402,9 +429,9 @@ func (t *timers) deliverDue() (int64, error) {
 // real topic and queue. A record that is not a timer message (the timer
 // queue was damaged: another queue's file in its place, say) is not
 // delivered: its entry is an ErrCorrupt.
-func (t *timers) deliver(b int64, e timerEntry) error {
+func (t *Timers) deliver(b int64, e timerEntry) error {
 	off := e.off
-	m, err := t.s.ReadAt(off)
+	m, err := t.h.ReadAt(off)
 	if err != nil {
 		if errors.Is(err, errs.ErrNotFound) {
 			return nil // removed by retention
@@ -415,15 +442,5 @@ func (t *timers) deliver(b int64, e timerEntry) error {
 		return errs.Corrupt(t.bucketPath(b), 0, "timer entry for commitlog offset %d, which holds %s/%d@%d, not a timer message",
 			off, m.Topic, m.QueueID, m.QueueOffset)
 	}
-	return t.s.deliverDue(m, e.due <= t.verifyUntil, "timer")
-}
-
-// timerBacklog is how many timer messages are stored but not yet in a
-// bucket file (for benchmarks and stats).
-func (s *Store) timerBacklog() int64 {
-	q, err := s.disp.cq.Queue(topic.Timer, 0, false)
-	if err != nil || q == nil {
-		return 0
-	}
-	return q.MaxOffset() - s.timers.enqueuedPos()
+	return t.h.Deliver(m, e.due <= t.verifyUntil, "timer")
 }

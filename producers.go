@@ -79,11 +79,11 @@ func (p producerStore) QueueCount(topic string, auto int) (int, error) {
 }
 
 func (p producerStore) Append(m *message.Message, queue int) (message.PutResult, error) {
-	return p.s.append(context.Background(), m, queue, false, true)
+	return p.s.send(context.Background(), m, queue, false, true)
 }
 
 func (p producerStore) AppendBatch(msgs []*message.Message, queue int) ([]message.PutResult, error) {
-	return p.s.appendBatch(context.Background(), msgs, queue, true)
+	return p.s.sendBatch(context.Background(), msgs, queue, true)
 }
 
 func (p producerStore) AwaitDurable(ctx context.Context, end int64) error {

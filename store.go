@@ -69,7 +69,8 @@ type Store struct {
 	retQuit         chan struct{}
 	retDone         chan struct{}
 
-	replies replyRouter // request-reply: see reply.go
+	replies replyRouter  // request-reply: see reply.go
+	dedup   *dedupWindow // Message.DedupID: see dedup.go; nil when off
 
 	handles struct { // producers and consumers, closed by Close
 		sync.Mutex
@@ -166,6 +167,8 @@ func openStore(fs vfs.FS, dir string, opts *Options, rebuild bool) (*Store, erro
 		s.abortOpen()
 		return nil, err
 	}
+	s.dedup = newDedupWindow(s.opts.DedupWindow, s.opts.DedupMaxIDs)
+	s.rebuildDedup()
 	go s.checkpointLoop()
 	s.startGuard()
 	if s.opts.Retention > 0 {

@@ -99,7 +99,7 @@ func (t txnStore) Append(ctx context.Context, m *message.Message, queue int) (me
 			return message.PutResult{}, err
 		}
 	}
-	res, err := t.s.append(ctx, m, queue, true, true)
+	res, err := t.s.send(ctx, m, queue, true, true)
 	if err != nil {
 		return res, err
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"time"
 
@@ -29,8 +30,8 @@ import (
 // commit whose ID another send stored) only add what is not there, so the
 // window after a restart equals the one before.
 //
-// An entry costs about 60 bytes: the map slot (hash and offset) and its
-// place in the arrival queue; 1 M remembered IDs take about 60 MB.
+// An entry costs the map slot (hash and offset) and its place in the
+// arrival ring; BenchmarkPutDedup measures it (B/id).
 
 // DefaultDedupWindow is how long a DedupID is remembered by default, as
 // JetStream's default duplicate window.
@@ -52,17 +53,18 @@ type dedupWindow struct {
 	mu     sync.Mutex
 	window int64 // ms
 	max    int
-	ids    map[uint64]int64  // hash of (topic, DedupID) -> offset
-	extra  map[string]int64  // topic "\x00" id -> offset, for a hash another ID holds
-	order  []dedupRef        // arrival order; order[head:] are live
-	head   int               //
-	busy   map[uint64]*dedup // sends in progress, by hash
-	stats  DedupStats
+	ids    map[uint64]int64 // hash of (topic, DedupID) -> offset
+	extra  map[string]int64 // topic "\x00" id -> offset, for a hash another ID holds
+	ring   []dedupRef       // arrival order: n entries from head, wrapping
+	head   int
+	n      int
+	// busy holds the hashes of sends in progress: a send of the same
+	// hash waits for wake (made when the first waiter comes, closed when a
+	// send ends) and looks again.
+	busy  map[uint64]struct{}
+	wake  chan struct{}
+	stats DedupStats
 }
-
-// dedup is one send in progress: later sends of the same hash wait for
-// done, then look again.
-type dedup struct{ done chan struct{} }
 
 // DedupStats describes the dedup window (Stats().Dedup).
 type DedupStats struct {
@@ -76,7 +78,7 @@ func newDedupWindow(window time.Duration, max int) *dedupWindow {
 		return nil
 	}
 	return &dedupWindow{window: window.Milliseconds(), max: max, ids: map[uint64]int64{},
-		busy: map[uint64]*dedup{}}
+		busy: map[uint64]struct{}{}}
 }
 
 func dedupHash(topicName, id string) uint64 {
@@ -113,42 +115,69 @@ func (s *Store) sendDedup(ctx context.Context, m *Message, store func() (PutResu
 		return store()
 	}
 	h := dedupHash(name, m.DedupID)
+	w.mu.Lock()
 	for {
-		w.mu.Lock()
 		w.expire(s.nowMs())
 		if res, ok := w.lookup(s, h, name, m.DedupID); ok {
 			w.stats.Duplicates++
 			w.mu.Unlock()
 			return res, nil
 		}
-		d := w.busy[h]
-		if d == nil {
-			d = &dedup{done: make(chan struct{})}
-			w.busy[h] = d
-			w.mu.Unlock()
-			res, err := store()
-			w.mu.Lock()
-			delete(w.busy, h)
-			w.mu.Unlock()
-			close(d.done)
-			return res, err
+		if _, ok := w.busy[h]; !ok {
+			break
 		}
-		w.mu.Unlock()
-		select {
-		case <-d.done:
-		case <-ctx.Done():
-			return PutResult{}, ctx.Err()
+		if err := w.await(ctx); err != nil {
+			return PutResult{}, err
 		}
+	}
+	w.busy[h] = struct{}{}
+	w.mu.Unlock()
+	res, err := store()
+	w.mu.Lock()
+	delete(w.busy, h)
+	if err == nil && !res.Duplicate && name == dedupTopic(m) {
+		w.insert(h, name, m.DedupID, res.Offset, res.StoreTime.UnixMilli())
+	}
+	w.release()
+	w.mu.Unlock()
+	return res, err
+}
+
+// await waits (w.mu held, released meanwhile) until a send in progress
+// ends. On error w.mu is not held.
+func (w *dedupWindow) await(ctx context.Context) error {
+	if w.wake == nil {
+		w.wake = make(chan struct{})
+	}
+	ch := w.wake
+	w.mu.Unlock()
+	select {
+	case <-ch:
+		w.mu.Lock()
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// release wakes the sends waiting for one in progress (w.mu held).
+func (w *dedupWindow) release() {
+	if w.wake != nil {
+		close(w.wake)
+		w.wake = nil
 	}
 }
 
 // remember adds the message just stored at off (append), unless its ID is
 // there already.
+// A send in progress of the same ID adds its own when it ends.
 func (s *Store) remember(name, id string, off, storeMs int64) {
 	w := s.dedup
+	h := dedupHash(name, id)
 	w.mu.Lock()
-	w.add(s, dedupHash(name, id), name, id, off, storeMs)
-	w.expire(s.nowMs())
+	if _, ok := w.busy[h]; !ok {
+		w.add(s, h, name, id, off, storeMs)
+	}
 	w.mu.Unlock()
 }
 
@@ -161,16 +190,22 @@ func (w *dedupWindow) lookup(s *Store, h uint64, name, id string) (PutResult, bo
 			return res, true
 		}
 	}
-	if off, ok := w.extra[name+"\x00"+id]; ok {
-		return s.dedupResult(off, name, id)
+	if len(w.extra) > 0 {
+		if off, ok := w.extra[name+"\x00"+id]; ok {
+			return s.dedupResult(off, name, id)
+		}
 	}
 	return PutResult{}, false
 }
 
 func (w *dedupWindow) add(s *Store, h uint64, name, id string, off, ms int64) {
-	if _, ok := w.lookup(s, h, name, id); ok {
-		return
+	if _, ok := w.lookup(s, h, name, id); !ok {
+		w.insert(h, name, id, off, ms)
 	}
+}
+
+// insert adds an ID known to be absent.
+func (w *dedupWindow) insert(h uint64, name, id string, off, ms int64) {
 	if _, taken := w.ids[h]; taken {
 		if w.extra == nil {
 			w.extra = map[string]int64{}
@@ -180,29 +215,32 @@ func (w *dedupWindow) add(s *Store, h uint64, name, id string, off, ms int64) {
 	} else {
 		w.ids[h] = off
 	}
-	w.order = append(w.order, dedupRef{hash: h, off: off, ms: ms})
+	if w.n == w.max {
+		w.stats.Evicted++
+		w.pop()
+	}
+	if w.n == len(w.ring) {
+		grown := make([]dedupRef, max(16, min(2*len(w.ring), w.max)))
+		k := copy(grown, w.ring[w.head:])
+		copy(grown[k:], w.ring[:w.head])
+		w.ring, w.head = grown, 0
+	}
+	w.ring[(w.head+w.n)%len(w.ring)] = dedupRef{hash: h, off: off, ms: ms}
+	w.n++
 }
 
-// expire forgets IDs older than the window, and the oldest beyond the
-// count bound.
+// pop forgets the oldest ID.
+func (w *dedupWindow) pop() {
+	w.forget(w.ring[w.head])
+	w.ring[w.head] = dedupRef{}
+	w.head = (w.head + 1) % len(w.ring)
+	w.n--
+}
+
+// expire forgets IDs older than the window.
 func (w *dedupWindow) expire(nowMs int64) {
-	for w.head < len(w.order) {
-		r := w.order[w.head]
-		live := len(w.order) - w.head
-		if r.ms >= nowMs-w.window && live <= w.max {
-			break
-		}
-		if r.ms >= nowMs-w.window {
-			w.stats.Evicted++
-		}
-		w.forget(r)
-		w.order[w.head] = dedupRef{}
-		w.head++
-	}
-	if w.head > 1024 && w.head > len(w.order)/2 {
-		n := copy(w.order, w.order[w.head:])
-		clear(w.order[n:])
-		w.order, w.head = w.order[:n], 0
+	for w.n > 0 && w.ring[w.head].ms < nowMs-w.window {
+		w.pop()
 	}
 }
 
@@ -343,70 +381,69 @@ func (s *Store) sendBatchDedup(ctx context.Context, msgs []*Message,
 			hashes[i] = dedupHash(name, m.DedupID)
 		}
 	}
+	w.mu.Lock()
 	for {
-		w.mu.Lock()
 		w.expire(s.nowMs())
-		if d := w.busyOf(hashes); d != nil {
-			w.mu.Unlock()
-			select {
-			case <-d.done:
-				continue
-			case <-ctx.Done():
-				return nil, ctx.Err()
-			}
+		if !w.anyBusy(hashes) {
+			break
 		}
-		res := make([]PutResult, len(msgs))
-		first := map[uint64]int{}
-		var keep []*Message
-		var at []int
-		for i, m := range msgs {
-			h := hashes[i]
-			if h != 0 {
-				if r, ok := w.lookup(s, h, m.Topic, m.DedupID); ok {
-					res[i] = r
-					w.stats.Duplicates++
-					continue
-				}
-				if j, ok := first[h]; ok && msgs[j].Topic == m.Topic && msgs[j].DedupID == m.DedupID {
-					res[i] = PutResult{Offset: -1 - int64(j)} // filled from j's below
-					w.stats.Duplicates++
-					continue
-				}
-				first[h] = i
-			}
-			keep = append(keep, m)
-			at = append(at, i)
-		}
-		if len(keep) == 0 {
-			w.mu.Unlock()
-			return res, nil
-		}
-		d := &dedup{done: make(chan struct{})}
-		for h := range first {
-			w.busy[h] = d
-		}
-		w.mu.Unlock()
-		stored, err := store(keep)
-		w.mu.Lock()
-		for h := range first {
-			delete(w.busy, h)
-		}
-		w.mu.Unlock()
-		close(d.done)
-		if err != nil {
+		if err := w.await(ctx); err != nil {
 			return nil, err
 		}
-		for k, i := range at {
-			res[i] = stored[k]
-		}
-		for i := range res {
-			if res[i].Offset < 0 {
-				res[i] = res[-1-res[i].Offset]
-				res[i].Duplicate = true
+	}
+	res := make([]PutResult, len(msgs))
+	first := map[uint64]int{}
+	var keep []*Message
+	var at []int
+	for i, m := range msgs {
+		if h := hashes[i]; h != 0 {
+			if r, ok := w.lookup(s, h, m.Topic, m.DedupID); ok {
+				res[i] = r
+				w.stats.Duplicates++
+				continue
 			}
+			if j, ok := first[h]; ok && msgs[j].Topic == m.Topic && msgs[j].DedupID == m.DedupID {
+				res[i] = PutResult{Offset: -1 - int64(j)} // j's result, below
+				w.stats.Duplicates++
+				continue
+			}
+			first[h] = i
 		}
+		keep = append(keep, m)
+		at = append(at, i)
+	}
+	if len(keep) == 0 {
+		w.mu.Unlock()
 		return res, nil
 	}
+	for h := range first {
+		w.busy[h] = struct{}{}
+	}
+	w.mu.Unlock()
+	stored, err := store(keep)
+	w.mu.Lock()
+	for h, i := range first {
+		delete(w.busy, h)
+		if err == nil {
+			k := slices.Index(at, i)
+			w.insert(h, msgs[i].Topic, msgs[i].DedupID, stored[k].Offset, stored[k].StoreTime.UnixMilli())
+		}
+	}
+	w.release()
+	w.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	for k, i := range at {
+		res[i] = stored[k]
+	}
+	for i := range res {
+		if res[i].Offset < 0 {
+			res[i] = res[-1-res[i].Offset]
+			res[i].Duplicate = true
+		}
+	}
+	return res, nil
 }
 
 func anyDedupID(msgs []*Message) bool {
@@ -418,16 +455,14 @@ func anyDedupID(msgs []*Message) bool {
 	return false
 }
 
-// busyOf returns a send in progress that holds one of hashes.
-func (w *dedupWindow) busyOf(hashes []uint64) *dedup {
+// anyBusy says whether a send in progress holds one of hashes.
+func (w *dedupWindow) anyBusy(hashes []uint64) bool {
 	for _, h := range hashes {
-		if h != 0 {
-			if d := w.busy[h]; d != nil {
-				return d
-			}
+		if _, ok := w.busy[h]; ok && h != 0 {
+			return true
 		}
 	}
-	return nil
+	return false
 }
 
 // rememberBatch adds the IDs of a batch just stored.

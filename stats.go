@@ -78,8 +78,9 @@ type TopicStats struct {
 	Name string
 	// System is true for the store's own topics (retry, DLQ, schedule, ...).
 	System bool
-	// Deleted is true for a topic no longer registered (DeleteTopic) whose
-	// queues still hold messages; retention removes them.
+	// Deleted is true for a topic no longer registered whose queues still
+	// hold messages a reader can see (DeleteTopic hides them all; a
+	// deletion by an earlier version did not); retention removes them.
 	Deleted bool
 	// Messages is the sum of the queues' Messages.
 	Messages int64
@@ -189,6 +190,9 @@ func (s *Store) queueStats(name string, id int) QueueStats {
 	qs := QueueStats{ID: id}
 	if q, err := s.disp.cq.Queue(name, id, false); err == nil {
 		qs.MinOffset, qs.MaxOffset = q.MinOffset(), q.MaxOffset()
+		if lo, err := s.retainedMin(name, id, q); err == nil {
+			qs.MinOffset = lo
+		}
 		qs.Messages = max(qs.MaxOffset-qs.MinOffset, 0)
 	}
 	return qs

@@ -70,6 +70,7 @@ type Store struct {
 	retDone         chan struct{}
 
 	replies replyRouter  // request-reply: see reply.go
+	retain  retainState  // per-topic retention, purge, delete: see retain.go
 	dedup   *dedupWindow // Message.DedupID: see dedup.go; nil when off
 
 	handles struct { // producers and consumers, closed by Close
@@ -201,6 +202,9 @@ func (s *Store) open() error {
 	if s.topics, err = topic.Open(s.fs, s.path(configDir), s.opts.Clock.Now); err != nil {
 		return err
 	}
+	if err := s.loadFloors(); err != nil {
+		return err
+	}
 	if err := s.adoptFormat(s.explicitSegment); err != nil {
 		return err
 	}
@@ -259,7 +263,7 @@ func (s *Store) open() error {
 	if err := s.consumers.ClampOffsets(); err != nil {
 		return err
 	}
-	return nil
+	return s.finishDeletes()
 }
 
 // markOpen creates the abort marker durably: until Close removes it, a

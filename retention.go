@@ -128,7 +128,7 @@ func (s *Store) pickSegments(now, force, spaceShort bool) (cut int64, early int,
 		total += sg.Size
 	}
 	safe := s.disp.dispatched() // never delete what is not indexed yet
-	freed := s.freedBelow()      // every queue's retained start is past it
+	freed := s.freedBelow()     // every queue's retained start is past it
 	cut = -1
 	for i := 0; i+1 < len(segs) && rep.Segments < maxSegmentsPerCleanTick; i++ {
 		sg := segs[i]

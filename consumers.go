@@ -224,6 +224,9 @@ func (s *Store) pull(ctx context.Context, name string, queue int, from int64, ma
 	if err != nil {
 		return nil, from, err
 	}
+	if err := s.checkRetained(name, queue, q, from); err != nil {
+		return nil, from, err
+	}
 	var buf [readChunk]consumequeue.Entry
 	n, err := s.readVisible(ctx, q, from, buf[:min(max, len(buf))])
 	if err != nil && n == 0 {

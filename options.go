@@ -159,6 +159,16 @@ type Options struct {
 	ForceCleanRatio float64
 	MaxStoreBytes   int64
 
+	// DedupWindow is how long a message's DedupID is remembered
+	// (Message.DedupID: a send of an ID stored in its topic within the
+	// window stores nothing and returns the first send's result); default
+	// DefaultDedupWindow, 2 min, as JetStream's duplicate window;
+	// negative turns deduplication off. DedupMaxIDs bounds the IDs
+	// remembered (about 60 bytes each); default DefaultDedupMaxIDs; past
+	// it the oldest are forgotten early (Stats().Dedup.Evicted).
+	DedupWindow time.Duration
+	DedupMaxIDs int
+
 	// StatsObserver, if set, receives Store.Stats every StatsInterval
 	// (default 10 s) for export.
 	StatsObserver StatsObserver
@@ -316,6 +326,15 @@ func (o *Options) withDefaults() (Options, error) {
 	}
 	if c.FlowControlThreshold == 0 {
 		c.FlowControlThreshold = time.Second
+	}
+	if c.DedupWindow == 0 {
+		c.DedupWindow = DefaultDedupWindow
+	}
+	if c.DedupMaxIDs == 0 {
+		c.DedupMaxIDs = DefaultDedupMaxIDs
+	}
+	if c.DedupMaxIDs < 0 {
+		problems = append(problems, fmt.Errorf("negative DedupMaxIDs %d", c.DedupMaxIDs))
 	}
 	if c.StatsInterval == 0 {
 		c.StatsInterval = 10 * time.Second

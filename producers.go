@@ -74,7 +74,13 @@ func (p producerStore) Send(ctx context.Context, m *message.Message, o *producer
 	if err != nil {
 		return message.PutResult{}, err
 	}
-	res, err := p.s.appendChecked(ctx, out, queue, putCheck{validated: true, resolved: true})
+	c := putCheck{validated: true, resolved: true}
+	var res message.PutResult
+	if p.s.dedup != nil && out.DedupID != "" {
+		res, err = p.s.sendDedup(ctx, out, func() (PutResult, error) { return p.s.appendChecked(ctx, out, queue, c) })
+	} else {
+		res, err = p.s.appendChecked(ctx, out, queue, c)
+	}
 	if err != nil {
 		return message.PutResult{}, err
 	}
@@ -97,7 +103,7 @@ func (p producerStore) SendBatch(ctx context.Context, msgs []*message.Message, o
 	if err != nil {
 		return nil, err
 	}
-	rs, err := p.s.appendBatch(ctx, msgs, queue, true)
+	rs, err := p.s.sendBatch(ctx, msgs, queue, true)
 	if err != nil {
 		return nil, err
 	}
@@ -131,11 +137,11 @@ func (p producerStore) QueueCount(topic string, auto int) (int, error) {
 }
 
 func (p producerStore) Append(m *message.Message, queue int) (message.PutResult, error) {
-	return p.s.append(context.Background(), m, queue, false, true)
+	return p.s.send(context.Background(), m, queue, false, true)
 }
 
 func (p producerStore) AppendBatch(msgs []*message.Message, queue int) ([]message.PutResult, error) {
-	return p.s.appendBatch(context.Background(), msgs, queue, true)
+	return p.s.sendBatch(context.Background(), msgs, queue, true)
 }
 
 func (p producerStore) AwaitDurable(ctx context.Context, end int64) error {

@@ -253,7 +253,7 @@ func (s *Store) Put(ctx context.Context, m *Message, queue int) (PutResult, erro
 	if err := s.enter(ctx, "put"); err != nil {
 		return PutResult{}, err
 	}
-	res, err := s.append(ctx, m, queue, false, false)
+	res, err := s.send(ctx, m, queue, false, false)
 	if err != nil {
 		return PutResult{}, err
 	}
@@ -303,6 +303,11 @@ func (s *Store) appendChecked(ctx context.Context, m *Message, queue int, c putC
 	res := s.result(j, off)
 	s.releaseJob(j)
 	s.metrics.puts.Add(1)
+	if s.dedup != nil && m.DedupID != "" {
+		if name := dedupTopic(m); name != "" {
+			s.remember(name, m.DedupID, res.Offset, res.StoreTime.UnixMilli())
+		}
+	}
 	return res, nil
 }
 
@@ -339,7 +344,7 @@ func (s *Store) PutBatch(ctx context.Context, msgs []*Message, queue int) ([]Put
 	if err := s.enter(ctx, "put batch"); err != nil {
 		return nil, err
 	}
-	res, err := s.appendBatch(ctx, msgs, queue, false)
+	res, err := s.sendBatch(ctx, msgs, queue, false)
 	if err != nil {
 		return nil, err
 	}
@@ -388,5 +393,8 @@ func (s *Store) appendBatch(ctx context.Context, msgs []*Message, queue int, val
 		off += int64(res[i].Size)
 	}
 	s.metrics.puts.Add(int64(len(res)))
+	if s.dedup != nil {
+		s.rememberBatch(msgs, res)
+	}
 	return res, nil
 }

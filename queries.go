@@ -41,13 +41,15 @@ func (s *Store) cqueue(topic string, queue int) (*consumequeue.Queue, error) {
 	return q, nil
 }
 
-// MinOffset is the first logical offset still stored in the queue.
+// MinOffset is the first logical offset of the queue still stored and
+// retained: below it, retention removed the messages, or the topic's own
+// retention (TopicConfig) or a PurgeTopic hides them.
 func (s *Store) MinOffset(topic string, queue int) (int64, error) {
 	q, err := s.cqueue(topic, queue)
 	if err != nil {
 		return 0, err
 	}
-	return q.MinOffset(), nil
+	return s.retainedMin(topic, queue, q)
 }
 
 // MaxOffset is the next logical offset of the queue (one past the last
@@ -233,6 +235,9 @@ func (s *Store) ReadQueue(ctx context.Context, topic string, queue int, from int
 				topic, queue, from, next, errs.ErrOffsetOutOfRange)
 		}
 	}
+	if err := s.checkRetained(topic, queue, q, from); err != nil {
+		return nil, err
+	}
 	var buf [256]consumequeue.Entry // on the stack: no garbage per call
 	entries := buf[:min(max, len(buf))]
 	n, err := s.readVisible(ctx, q, from, entries)
@@ -326,7 +331,12 @@ func (s *Store) Messages(topic string, queue int, from int64) iter.Seq2[*Message
 			yield(nil, err)
 			return
 		}
-		from = max(from, q.MinOffset())
+		lo, err := s.retainedMin(topic, queue, q)
+		if err != nil {
+			yield(nil, err)
+			return
+		}
+		from = max(from, lo)
 		limit := s.disp.dispatched()
 		var buf [64]consumequeue.Entry
 		for from < q.MaxOffset() {

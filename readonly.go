@@ -70,6 +70,9 @@ func (s *Store) openRO() error {
 	if s.topics, err = topic.Open(s.fs, s.path(configDir), s.opts.Clock.Now); err != nil {
 		return err
 	}
+	if err := s.loadFloors(); err != nil {
+		return err
+	}
 	if err := s.adoptFormat(s.explicitSegment); err != nil {
 		return err
 	}

@@ -128,6 +128,7 @@ func (s *Store) pickSegments(now, force, spaceShort bool) (cut int64, early int,
 		total += sg.Size
 	}
 	safe := s.disp.dispatched() // never delete what is not indexed yet
+	freed := s.freedBelow()     // every queue's retained start is past it
 	cut = -1
 	for i := 0; i+1 < len(segs) && rep.Segments < maxSegmentsPerCleanTick; i++ {
 		sg := segs[i]
@@ -148,10 +149,11 @@ func (s *Store) pickSegments(now, force, spaceShort bool) (cut int64, early int,
 				return cut, early, earlyBytes, rep, err
 			} // forced or capped: an unreadable seal time counts as early
 		}
-		if !force && !overCap && (!expired || !(now || spaceShort)) {
+		released := end <= freed
+		if !force && !overCap && !released && (!expired || !(now || spaceShort)) {
 			break
 		}
-		if !expired {
+		if !expired && !released {
 			early++
 			earlyBytes += sg.Size
 		}

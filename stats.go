@@ -37,6 +37,8 @@ type Stats struct {
 	// Disk is the use of the volume holding the store, as the disk-ratio
 	// options see it.
 	Disk DiskStats
+	// Dedup describes the dedup window (Message.DedupID).
+	Dedup DedupStats
 }
 
 // DiskStats are the use of the volume holding the store, counted as df
@@ -76,8 +78,9 @@ type TopicStats struct {
 	Name string
 	// System is true for the store's own topics (retry, DLQ, schedule, ...).
 	System bool
-	// Deleted is true for a topic no longer registered (DeleteTopic) whose
-	// queues still hold messages; retention removes them.
+	// Deleted is true for a topic no longer registered whose queues still
+	// hold messages a reader can see (DeleteTopic hides them all; a
+	// deletion by an earlier version did not); retention removes them.
 	Deleted bool
 	// Messages is the sum of the queues' Messages.
 	Messages int64
@@ -126,6 +129,7 @@ func (s *Store) Stats() (Stats, error) {
 		DispatchLag: max(wrote-dispatched, 0)}
 	st.Throughput = s.metrics.snapshot(s)
 	st.Requests = s.replies.stats()
+	st.Dedup = s.dedupStats()
 	st.Retention = RetentionStats{EarlySegments: s.early.segments.Load(), EarlyBytes: s.early.bytes.Load()}
 	if used, total, ok, err := vfs.Usage(s.fs, s.dir); err == nil && ok {
 		st.Disk = DiskStats{Known: true, Used: used, Total: total, Ratio: float64(used) / float64(total)}
@@ -186,6 +190,9 @@ func (s *Store) queueStats(name string, id int) QueueStats {
 	qs := QueueStats{ID: id}
 	if q, err := s.disp.cq.Queue(name, id, false); err == nil {
 		qs.MinOffset, qs.MaxOffset = q.MinOffset(), q.MaxOffset()
+		if lo, err := s.retainedMin(name, id, q); err == nil {
+			qs.MinOffset = lo
+		}
 		qs.Messages = max(qs.MaxOffset-qs.MinOffset, 0)
 	}
 	return qs

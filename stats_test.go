@@ -87,10 +87,9 @@ func TestStatsDeletedTopicAndClosed(t *testing.T) {
 	require.NoError(t, s.DeleteTopic("audit"))
 	st, err := s.Stats()
 	require.NoError(t, err)
-	last := st.Topics[len(st.Topics)-1]
-	require.Equal(t, "audit", last.Name)
-	require.True(t, last.Deleted)
-	require.EqualValues(t, 5, last.Messages)
+	for _, ts := range st.Topics {
+		require.NotEqual(t, "audit", ts.Name, "a deleted topic's messages are gone for readers")
+	}
 
 	require.NoError(t, s.Close())
 	_, err = s.Stats()

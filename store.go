@@ -68,7 +68,9 @@ type Store struct {
 	retQuit         chan struct{}
 	retDone         chan struct{}
 
-	replies replyRouter // request-reply: see reply.go
+	replies replyRouter  // request-reply: see reply.go
+	retain  retainState  // per-topic retention, purge, delete: see retain.go
+	dedup   *dedupWindow // Message.DedupID: see dedup.go; nil when off
 
 	handles struct { // producers and consumers, closed by Close
 		sync.Mutex
@@ -137,6 +139,8 @@ func openStore(fs vfs.FS, dir string, opts *Options, rebuild bool) (*Store, erro
 		s.abortOpen()
 		return nil, err
 	}
+	s.dedup = newDedupWindow(s.opts.DedupWindow, s.opts.DedupMaxIDs)
+	s.rebuildDedup()
 	go s.checkpointLoop()
 	s.startGuard()
 	if s.opts.Retention > 0 {
@@ -167,6 +171,9 @@ func (s *Store) open() error {
 	}
 	s.lock = lk
 	if s.topics, err = topic.Open(s.fs, s.path(configDir), s.opts.Clock.Now); err != nil {
+		return err
+	}
+	if err := s.loadFloors(); err != nil {
 		return err
 	}
 	if err := s.adoptFormat(s.explicitSegment); err != nil {
@@ -224,7 +231,7 @@ func (s *Store) open() error {
 	if err := s.consumers.ClampOffsets(); err != nil {
 		return err
 	}
-	return nil
+	return s.finishDeletes()
 }
 
 // markOpen creates the abort marker durably: until Close removes it, a

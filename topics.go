@@ -42,16 +42,6 @@ func (s *Store) UpdateTopic(name string, c TopicConfig) error {
 	return nil
 }
 
-// DeleteTopic removes a topic from the registry: sends to it fail (or
-// auto-create it afresh). Its stored messages stay readable until retention
-// removes them, and a re-created topic continues their queue offsets.
-func (s *Store) DeleteTopic(name string) error {
-	if err := s.writable("delete topic"); err != nil {
-		return err
-	}
-	return s.topics.Delete(name)
-}
-
 // Topics lists the registered topics, system topics included, by name.
 func (s *Store) Topics() []TopicInfo { return s.topics.Topics() }
 

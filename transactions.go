@@ -92,7 +92,7 @@ func (t txnHost) Append(ctx context.Context, m *message.Message, queue int) (mes
 			return message.PutResult{}, err
 		}
 	}
-	res, err := t.s.append(ctx, m, queue, true, true)
+	res, err := t.s.send(ctx, m, queue, true, true)
 	if err != nil {
 		return res, err
 	}

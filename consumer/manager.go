@@ -491,15 +491,13 @@ func (mg *Manager) Lag(group string) ([]QueueLag, error) {
 			return nil, fmt.Errorf("mqlite/consumer: lag of %s: %w", k.Queue, err)
 		}
 		l := QueueLag{Queue: k.Queue, Instance: k.inst, MaxOffset: maxOff, Committed: seen[k]}
-		if l.Committed < 0 {
-			minOff, err := mg.st.MinOffset(k.Topic, k.ID)
-			if err != nil {
-				return nil, fmt.Errorf("mqlite/consumer: lag of %s: %w", k.Queue, err)
-			}
-			l.Lag = maxOff - minOff
-		} else {
-			l.Lag = max(maxOff-l.Committed, 0)
+		// Lag counts from the queue's first retained message: what
+		// retention or a purge hid is no longer behind.
+		minOff, err := mg.st.MinOffset(k.Topic, k.ID)
+		if err != nil {
+			return nil, fmt.Errorf("mqlite/consumer: lag of %s: %w", k.Queue, err)
 		}
+		l.Lag = max(maxOff-max(l.Committed, minOff), 0)
 		out = append(out, l)
 	}
 	return out, nil

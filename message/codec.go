@@ -99,6 +99,9 @@ func propsSize(m *Message, uniqLen int) int {
 	if m.ShardingKey != "" {
 		n += propSize(PropShardingKey, len(m.ShardingKey))
 	}
+	if m.DedupID != "" {
+		n += propSize(PropDedupID, len(m.DedupID))
+	}
 	if m.DelayLevel > 0 {
 		n += propSize(PropDelay, digits(int64(m.DelayLevel)))
 	}
@@ -208,6 +211,9 @@ func encodeProps(dst []byte, p int, m *Message, uniq []byte) int {
 	}
 	if m.ShardingKey != "" {
 		p = putProp(dst, p, PropShardingKey, m.ShardingKey)
+	}
+	if m.DedupID != "" {
+		p = putProp(dst, p, PropDedupID, m.DedupID)
 	}
 	if m.DelayLevel > 0 {
 		p = putPropInt(dst, p, PropDelay, int64(m.DelayLevel))
@@ -430,6 +436,8 @@ func decodeProps(props []byte, m *Message) error {
 			m.UniqKey = value
 		case PropShardingKey:
 			m.ShardingKey = value
+		case PropDedupID:
+			m.DedupID = value
 		case PropDelay:
 			n, err := strconv.Atoi(value)
 			if err != nil {

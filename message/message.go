@@ -53,6 +53,11 @@ type Message struct {
 
 	// UniqKey is the client-side unique key; the store sets it if empty.
 	UniqKey string
+	// DedupID makes the send idempotent: a second send of a message
+	// with the same DedupID to the same topic within the store's dedup
+	// window (Options.DedupWindow) stores nothing and returns the first
+	// send's result with Duplicate set. Empty = no deduplication.
+	DedupID string
 	// ReconsumeTimes counts deliveries that failed (set by the retry path).
 	ReconsumeTimes int32
 	// SysFlag carries transaction type and compression bits.
@@ -97,6 +102,7 @@ const (
 	PropKeys        = "KEYS"
 	PropUniqKey     = "UNIQ_KEY"
 	PropShardingKey = "SHARDING_KEY"
+	PropDedupID     = "DEDUP_ID"
 	PropDelay       = "DELAY"
 	PropDeliverAt   = "TIMER_DELIVER_MS"
 	PropRealTopic   = "REAL_TOPIC"

@@ -101,6 +101,7 @@ func (m *MessageExt) Clone() *MessageExt {
 	c.Tags = strings.Clone(m.Tags)
 	c.UniqKey = strings.Clone(m.UniqKey)
 	c.ShardingKey = strings.Clone(m.ShardingKey)
+	c.DedupID = strings.Clone(m.DedupID)
 	c.MsgID = strings.Clone(m.MsgID)
 	c.Body = bytes.Clone(m.Body)
 	if m.Keys != nil {

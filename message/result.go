@@ -22,8 +22,12 @@ type PutResult struct {
 	// once it is delivered (with its own ID and queue offset), and until
 	// then the waiting message in its real topic and queue, QueueOffset -1.
 	Delayed bool
-	uniq    [UniqLen]byte
-	ownUniq string
+	// Duplicate is set when the message carried a DedupID already stored
+	// in its topic within the dedup window: nothing was stored, and the
+	// other fields describe the message stored first.
+	Duplicate bool
+	uniq      [UniqLen]byte
+	ownUniq   string
 }
 
 // NewPutResult is for stores: own is the unique key the message carried,

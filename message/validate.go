@@ -87,8 +87,8 @@ func Validate(m *Message, maxBody, maxTopic, uniqLen int, now time.Time) error {
 			return fmt.Errorf("%w: %q (keys are non-empty and have no spaces)", ErrInvalidKey, k)
 		}
 	}
-	if hasSep(m.ShardingKey) || hasSep(m.UniqKey) {
-		return fmt.Errorf("%w: control characters in sharding or unique key", ErrInvalidKey)
+	if hasSep(m.ShardingKey) || hasSep(m.UniqKey) || hasSep(m.DedupID) {
+		return fmt.Errorf("%w: control characters in sharding, unique or dedup key", ErrInvalidKey)
 	}
 	if len(m.Properties) > 0 { // ranging over even an empty map costs an iterator
 		for k, v := range m.Properties {
@@ -120,7 +120,7 @@ func checkProperty(k, v string) error {
 	case k == "":
 		return fmt.Errorf("%w: empty name", ErrInvalidProperty)
 	case isReserved(k):
-		return fmt.Errorf("%w: %q is a reserved name, set through its Message field (Tags, Keys, UniqKey, ShardingKey, DelayLevel, DeliverAt)",
+		return fmt.Errorf("%w: %q is a reserved name, set through its Message field (Tags, Keys, UniqKey, ShardingKey, DedupID, DelayLevel, DeliverAt)",
 			ErrInvalidProperty, k)
 	case hasSep(k):
 		return fmt.Errorf("%w: name %q has a control character", ErrInvalidProperty, k)
@@ -132,7 +132,7 @@ func checkProperty(k, v string) error {
 
 func isReserved(name string) bool {
 	switch name {
-	case PropTags, PropKeys, PropUniqKey, PropShardingKey, PropDelay, PropDeliverAt, PropRealTopic, PropRealQueueID:
+	case PropTags, PropKeys, PropUniqKey, PropShardingKey, PropDedupID, PropDelay, PropDeliverAt, PropRealTopic, PropRealQueueID:
 		return true
 	}
 	return false

@@ -1,6 +1,8 @@
 package topic
 
 import (
+	"encoding/binary"
+	"errors"
 	"fmt"
 	"maps"
 	"path/filepath"
@@ -19,8 +21,12 @@ import (
 const File = "topics.json"
 
 const (
-	fileMagic   = 0x4D515450 // "MQTP"
-	fileVersion = 1
+	fileMagic = 0x4D515450 // "MQTP"
+	// fileVersion is written while no topic has a retention of its own;
+	// fileVersion2 adds a topic's retention_ms and retention_bytes, which
+	// a version 1 reader would drop silently.
+	fileVersion  = 1
+	fileVersion2 = 2
 )
 
 // Info describes a registered topic.
@@ -32,9 +38,30 @@ type Info struct {
 }
 
 type record struct {
-	Queues  int   `json:"queues"`
-	System  bool  `json:"system,omitempty"`
-	Created int64 `json:"created_ms"`
+	Queues         int   `json:"queues"`
+	System         bool  `json:"system,omitempty"`
+	Created        int64 `json:"created_ms"`
+	RetentionMs    int64 `json:"retention_ms,omitempty"`
+	RetentionBytes int64 `json:"retention_bytes,omitempty"`
+}
+
+func (rec record) config() Config {
+	return Config{Queues: rec.Queues, RetentionAge: time.Duration(rec.RetentionMs) * time.Millisecond,
+		RetentionBytes: rec.RetentionBytes}
+}
+
+func (rec *record) setConfig(c Config) {
+	rec.Queues, rec.RetentionMs, rec.RetentionBytes = c.Queues, c.RetentionAge.Milliseconds(), c.RetentionBytes
+}
+
+// version is the file version m is written in: the oldest that holds it.
+func version(m map[string]record) uint32 {
+	for _, rec := range m {
+		if rec.RetentionMs != 0 || rec.RetentionBytes != 0 {
+			return fileVersion2
+		}
+	}
+	return fileVersion
 }
 
 // Registry is the set of topics of one store. Lookups are lock-free (a
@@ -54,10 +81,9 @@ type Registry struct {
 // registry). now stamps creation times.
 func Open(fs vfs.FS, dir string, now func() time.Time) (*Registry, error) {
 	r := &Registry{fs: fs, dir: dir, now: now}
-	m := map[string]record{}
-	found, err := cfgfile.Read(fs, dir, File, fileMagic, fileVersion, &m)
+	m, found, err := readFile(fs, dir)
 	if err != nil {
-		return nil, err // a null body among them: it would leave m nil
+		return nil, err
 	}
 	r.found = found
 	for name, rec := range m {
@@ -80,7 +106,36 @@ func (rec record) check(name string) error {
 	} else if err := ValidateName(name); err != nil {
 		return fmt.Errorf("user topic: %w", err)
 	}
-	return Config{Queues: rec.Queues}.validate()
+	if rec.System && (rec.RetentionMs != 0 || rec.RetentionBytes != 0) {
+		return fmt.Errorf("system topic with a retention")
+	}
+	return rec.config().validate()
+}
+
+// readFile loads the registry's file in either version; found is false
+// when there is none. A version 1 file with retentions is ErrCorrupt (no
+// build writes one).
+func readFile(fs vfs.FS, dir string) (m map[string]record, found bool, err error) {
+	path := filepath.Join(dir, File)
+	b, err := vfs.ReadFile(fs, path)
+	if errors.Is(err, vfs.ErrNotExist) {
+		return map[string]record{}, false, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("mqlite: read %s: %w (%w)", path, errs.ErrIO, err)
+	}
+	ver := uint32(fileVersion2)
+	if len(b) >= 8 && binary.LittleEndian.Uint32(b[4:]) == fileVersion {
+		ver = fileVersion
+	}
+	m = map[string]record{}
+	if err := cfgfile.Decode(path, b, fileMagic, ver, &m); err != nil {
+		return nil, false, err
+	}
+	if ver == fileVersion && version(m) != fileVersion {
+		return nil, false, errs.Corrupt(path, 4, "version %d file has topic retentions (version %d only)", fileVersion, fileVersion2)
+	}
+	return m, true, nil
 }
 
 // Found reports whether Open read the registry's file: false for a new
@@ -127,7 +182,14 @@ func (r *Registry) Get(name string) (Config, error) {
 		// add their operation in front and need not repeat the name.
 		return Config{}, fmt.Errorf("%w: %q", errs.ErrTopicNotFound, name)
 	}
-	return Config{Queues: rec.Queues}, nil
+	return rec.config(), nil
+}
+
+// Retention returns a topic's own retention (zero values: none), in one
+// map lookup.
+func (r *Registry) Retention(name string) (age time.Duration, bytes int64) {
+	rec := (*r.topics.Load())[name]
+	return time.Duration(rec.RetentionMs) * time.Millisecond, rec.RetentionBytes
 }
 
 // Lookup returns the queue count of a topic (0 if it does not exist) and
@@ -148,7 +210,7 @@ func (r *Registry) Topics() []Info {
 	out := make([]Info, 0, len(m))
 	for _, name := range slices.Sorted(maps.Keys(m)) {
 		rec := m[name]
-		out = append(out, Info{Name: name, Config: Config{Queues: rec.Queues}, System: rec.System,
+		out = append(out, Info{Name: name, Config: rec.config(), System: rec.System,
 			Created: time.UnixMilli(rec.Created)})
 	}
 	return out
@@ -167,7 +229,9 @@ func (r *Registry) Create(name string, c Config) error {
 		if _, ok := m[name]; ok {
 			return fmt.Errorf("mqlite: create topic %q: %w", name, errs.ErrTopicExists)
 		}
-		m[strings.Clone(name)] = record{Queues: c.Queues, Created: r.now().UnixMilli()}
+		rec := record{Created: r.now().UnixMilli()}
+		rec.setConfig(c)
+		m[strings.Clone(name)] = rec
 		return nil
 	})
 }
@@ -195,7 +259,13 @@ func (r *Registry) Ensure(name string, c Config, system bool) (int, error) {
 			n = rec.Queues
 			return errUnchanged
 		}
-		m[strings.Clone(name)] = record{Queues: c.Queues, System: system, Created: r.now().UnixMilli()}
+		rec := record{System: system, Created: r.now().UnixMilli()}
+		if !system {
+			rec.setConfig(c)
+		} else {
+			rec.Queues = c.Queues
+		}
+		m[strings.Clone(name)] = rec
 		n = c.Queues
 		return nil
 	})
@@ -255,10 +325,10 @@ func (r *Registry) Update(name string, c Config) error {
 			return fmt.Errorf("mqlite: update topic %q: queues cannot shrink from %d to %d: %w",
 				name, rec.Queues, c.Queues, errs.ErrInvalidArgument)
 		}
-		if c.Queues == rec.Queues {
+		if c == rec.config() {
 			return errUnchanged
 		}
-		rec.Queues = c.Queues
+		rec.setConfig(c)
 		m[strings.Clone(name)] = rec
 		return nil
 	})
@@ -309,7 +379,7 @@ func (r *Registry) apply(persist bool, fn func(map[string]record) error) error {
 		return err
 	}
 	if persist {
-		if err := cfgfile.Write(r.fs, r.dir, File, fileMagic, fileVersion, m); err != nil {
+		if err := cfgfile.Write(r.fs, r.dir, File, fileMagic, version(m), m); err != nil {
 			return err
 		}
 	}

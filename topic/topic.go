@@ -7,6 +7,7 @@ package topic
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/mqlite/mqlite/internal/errs"
 	"github.com/mqlite/mqlite/message"
@@ -84,14 +85,31 @@ type Config struct {
 	// Queues is the number of queues, 1..MaxQueues. A one-queue topic
 	// gives global order.
 	Queues int
+	// RetentionAge, if set, is the topic's own retention: its messages
+	// older than this are no longer delivered or counted in lag, though
+	// the store's segments (shared by every topic) are deleted only once
+	// every topic in them allows it. Kafka's retention.ms. 0: the store's
+	// Retention only.
+	RetentionAge time.Duration
+	// RetentionBytes, if set, bounds each queue of the topic: its oldest
+	// messages beyond this many stored bytes are no longer delivered.
+	// Kafka's retention.bytes, which is per partition too. 0: no bound.
+	RetentionBytes int64
 }
 
 func (c Config) validate() error {
 	if c.Queues < 1 || c.Queues > MaxQueues {
 		return fmt.Errorf("mqlite: topic with %d queues, want 1..%d: %w", c.Queues, MaxQueues, errs.ErrInvalidArgument)
 	}
+	if c.RetentionAge < 0 || (c.RetentionAge > 0 && c.RetentionAge < time.Millisecond) || c.RetentionBytes < 0 {
+		return fmt.Errorf("mqlite: topic retention %v / %d bytes, want 0 or at least 1 ms / 0 or positive: %w",
+			c.RetentionAge, c.RetentionBytes, errs.ErrInvalidArgument)
+	}
 	return nil
 }
+
+// retains says whether c has a retention of its own.
+func (c Config) retains() bool { return c.RetentionAge > 0 || c.RetentionBytes > 0 }
 
 // ValidateSysName checks the characters and length (up to 255) of a name
 // the store uses for itself.

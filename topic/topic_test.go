@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/mqlite/mqlite/internal/cfgfile"
 	"github.com/mqlite/mqlite/internal/errs"
 	"github.com/mqlite/mqlite/internal/leakcheck"
 	"github.com/mqlite/mqlite/message"
@@ -118,7 +119,7 @@ func TestDamagedRegistryIsRefused(t *testing.T) {
 	}
 	mutate := map[string]func([]byte) []byte{
 		"flipped body bit": func(b []byte) []byte { b[len(b)-3] ^= 1; return b },
-		"newer version":    func(b []byte) []byte { b[4] = 2; return b },
+		"newer version":    func(b []byte) []byte { b[4] = fileVersion2 + 1; return b },
 		"other magic":      func(b []byte) []byte { b[0] = 'X'; return b },
 		"truncated":        func(b []byte) []byte { return b[:len(b)-1] },
 		"short header":     func(b []byte) []byte { return b[:7] },
@@ -131,4 +132,44 @@ func TestDamagedRegistryIsRefused(t *testing.T) {
 		require.True(t, errors.As(err, &ce), name)
 		require.Contains(t, ce.Path, File, name)
 	}
+}
+
+// Version 2 carries topic retentions; a file without any stays version 1,
+// which older builds read; a version 1 file naming retentions is refused.
+func TestRetentionBumpsTheVersion(t *testing.T) {
+	fs := vfs.NewMem()
+	r := open(t, fs)
+	require.NoError(t, r.Create("plain", Config{Queues: 2}))
+	b, err := vfs.ReadFile(fs, "/s/config/"+File)
+	require.NoError(t, err)
+	require.Equal(t, byte(fileVersion), b[4])
+
+	c := Config{Queues: 2, RetentionAge: time.Hour, RetentionBytes: 1 << 20}
+	require.NoError(t, r.Create("short", c))
+	b, err = vfs.ReadFile(fs, "/s/config/"+File)
+	require.NoError(t, err)
+	require.Equal(t, byte(fileVersion2), b[4])
+	r2, err := Open(fs, "/s/config", time.Now)
+	require.NoError(t, err)
+	got, err := r2.Get("short")
+	require.NoError(t, err)
+	require.Equal(t, c, got)
+	age, bytes := r2.Retention("short")
+	require.Equal(t, time.Hour, age)
+	require.Equal(t, int64(1<<20), bytes)
+
+	// The same body labelled version 1: refused, not read without its retentions.
+	old, err := cfgfile.Encode(fileMagic, fileVersion, map[string]record{"short": {Queues: 2, RetentionMs: 1000}})
+	require.NoError(t, err)
+	require.NoError(t, vfs.WriteFileAtomic(fs, "/s/config", File, old))
+	_, err = Open(fs, "/s/config", time.Now)
+	require.ErrorIs(t, err, errs.ErrCorrupt)
+
+	require.ErrorIs(t, r2.Create("bad", Config{Queues: 1, RetentionAge: -time.Second}), errs.ErrInvalidArgument)
+	require.ErrorIs(t, r2.Create("bad", Config{Queues: 1, RetentionBytes: -1}), errs.ErrInvalidArgument)
+	require.ErrorIs(t, r2.Update("short", Config{Queues: 2, RetentionAge: time.Microsecond}), errs.ErrInvalidArgument)
+	require.NoError(t, r2.Update("short", Config{Queues: 2}))
+	b, err = vfs.ReadFile(fs, "/s/config/"+File)
+	require.NoError(t, err)
+	require.Equal(t, byte(fileVersion), b[4], "back to version 1 once no topic has a retention")
 }

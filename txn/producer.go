@@ -137,6 +137,12 @@ func (p *Producer) SendInTransaction(ctx context.Context, msg *message.Message, 
 		p.svc.settle(uniq, -1, settleNone)
 		return producer.SendResult{}, fmt.Errorf("mqlite/txn: store half message: %w", err)
 	}
+	if hr.Duplicate {
+		// msg.DedupID was committed already: nothing was stored, and
+		// the local transaction does not run again.
+		p.svc.settle(uniq, -1, settleNone)
+		return producer.SendResult{Topic: msg.Topic, PutResult: hr, TransactionID: hr.UniqKey()}, nil
+	}
 
 	m := *msg
 	m.UniqKey = uniq

@@ -1,0 +1,338 @@
+package mqlite
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/mqlite/mqlite/clock"
+	"github.com/mqlite/mqlite/vfs"
+)
+
+// pollAll drains what a fresh pull consumer of group gets from topic now.
+func pollAll(t *testing.T, s *Store, group, topicName string) []string {
+	t.Helper()
+	c, err := s.NewPullConsumer(group, ConsumerOptions{ConsumeFromWhere: ConsumeFromFirstOffset})
+	require.NoError(t, err)
+	defer c.Close()
+	require.NoError(t, c.Subscribe(topicName, nil))
+	var got []string
+	for {
+		require.NoError(t, s.Settle(context.Background()))
+		msgs, err := c.TryPoll(64)
+		require.NoError(t, err)
+		if len(msgs) == 0 {
+			break
+		}
+		for _, m := range msgs {
+			got = append(got, string(m.Body))
+		}
+	}
+	slices.Sort(got)
+	require.NoError(t, c.Commit())
+	return got
+}
+
+func putStrings(t *testing.T, s *Store, topicName string, bodies ...string) {
+	t.Helper()
+	for i, b := range bodies {
+		_, err := s.Put(context.Background(), &Message{Topic: topicName, Body: []byte(b)}, i%2)
+		require.NoError(t, err)
+	}
+	require.NoError(t, s.WaitVisible(context.Background()))
+}
+
+func TestTopicRetentionAge(t *testing.T) {
+	ctx := context.Background()
+	clk := clock.NewFake(t0)
+	fs := vfs.NewMem()
+	s := dedupStore(t, fs, clk, nil)
+	require.NoError(t, s.CreateTopic("short", TopicConfig{Queues: 2, RetentionAge: time.Minute}))
+	require.NoError(t, s.CreateTopic("long", TopicConfig{Queues: 2}))
+	putStrings(t, s, "short", "s-old-0", "s-old-1", "s-old-2")
+	putStrings(t, s, "long", "l-old-0", "l-old-1")
+	early, err := s.NewPullConsumer("early", ConsumerOptions{ConsumeFromWhere: ConsumeFromFirstOffset})
+	require.NoError(t, err)
+	require.NoError(t, early.Subscribe("short", nil))
+	require.NoError(t, s.Settle(ctx))
+	got, err := early.TryPoll(1)
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+	require.NoError(t, early.Commit())
+	require.NoError(t, early.Close())
+	clk.Advance(61 * time.Second)
+	putStrings(t, s, "short", "s-new-0", "s-new-1")
+	putStrings(t, s, "long", "l-new-0")
+
+	require.Equal(t, []string{"s-new-0", "s-new-1"}, pollAll(t, s, "g", "short"))
+	require.Equal(t, []string{"l-new-0", "l-old-0", "l-old-1"}, pollAll(t, s, "g", "long"))
+
+	lo, err := s.MinOffset("short", 0)
+	require.NoError(t, err)
+	require.Equal(t, int64(2), lo, "queue 0 held s-old-0 and s-old-2")
+	_, err = s.ReadQueue(ctx, "short", 0, 0, 10)
+	require.ErrorIs(t, err, ErrNotFound)
+	var seen []string
+	for m, err := range s.Messages("short", 1, 0) {
+		require.NoError(t, err)
+		seen = append(seen, string(m.Body))
+	}
+	require.Equal(t, []string{"s-new-1"}, seen)
+
+	// A group behind the retained start: its lag counts from there.
+	lag, err := s.ConsumerLag("early")
+	require.NoError(t, err)
+	var total int64
+	for _, l := range lag {
+		total += l.Lag
+	}
+	require.Equal(t, int64(2), total)
+
+	// The limit applies at read time, also to messages that age while
+	// waiting, and survives a restart.
+	clk.Advance(61 * time.Second)
+	require.NoError(t, s.Close())
+	s = dedupStore(t, fs, clk, nil)
+	cfg, err := s.Topic("short")
+	require.NoError(t, err)
+	require.Equal(t, time.Minute, cfg.RetentionAge)
+	require.Empty(t, pollAll(t, s, "g2", "short"))
+	require.Len(t, pollAll(t, s, "g2", "long"), 3)
+}
+
+func TestTopicRetentionBytes(t *testing.T) {
+	clk := clock.NewFake(t0)
+	s := dedupStore(t, vfs.NewMem(), clk, nil)
+	r, err := s.Put(context.Background(), &Message{Topic: "probe1", Body: make([]byte, 100)}, 0)
+	require.NoError(t, err)
+	size := int64(r.Size)
+	require.NoError(t, s.CreateTopic("capped", TopicConfig{Queues: 1, RetentionBytes: 3 * size}))
+	for i := range 10 {
+		_, err := s.Put(context.Background(), &Message{Topic: "capped", Body: fmt.Appendf(make([]byte, 0, 100), "%0100d", i)}, 0)
+		require.NoError(t, err)
+	}
+	require.NoError(t, s.WaitVisible(context.Background()))
+	lo, err := s.MinOffset("capped", 0)
+	require.NoError(t, err)
+	require.Equal(t, int64(7), lo, "the newest three fit in the bound")
+	got := pollAll(t, s, "g", "capped")
+	require.Len(t, got, 3)
+	require.Equal(t, fmt.Sprintf("%0100d", 7), got[0])
+	// Raising the bound does not bring hidden messages back.
+	require.NoError(t, s.UpdateTopic("capped", TopicConfig{Queues: 1, RetentionBytes: 100 * size}))
+	lo, err = s.MinOffset("capped", 0)
+	require.NoError(t, err)
+	require.Equal(t, int64(7), lo)
+	require.ErrorIs(t, s.UpdateTopic("capped", TopicConfig{Queues: 1, RetentionBytes: -1}), ErrInvalidArgument)
+}
+
+func TestPurgeTopic(t *testing.T) {
+	clk := clock.NewFake(t0)
+	fs := vfs.NewMem()
+	s := dedupStore(t, fs, clk, nil)
+	require.NoError(t, s.CreateTopic("t", TopicConfig{Queues: 2}))
+	putStrings(t, s, "t", "a", "b", "c")
+	require.Equal(t, []string{"a"}, pollAll(t, s, "g", "t")[:1])
+	putStrings(t, s, "t", "d")
+	require.NoError(t, s.PurgeTopic("t"))
+	for q := range 2 {
+		lo, err := s.MinOffset("t", q)
+		require.NoError(t, err)
+		hi, err := s.MaxOffset("t", q)
+		require.NoError(t, err)
+		require.Equal(t, hi, lo)
+	}
+	putStrings(t, s, "t", "e")
+	require.Equal(t, []string{"e"}, pollAll(t, s, "g", "t"), "a group behind the purge resumes after it")
+	require.Equal(t, []string{"e"}, pollAll(t, s, "new", "t"))
+
+	require.ErrorIs(t, s.PurgeTopic("nope"), ErrTopicNotFound)
+	require.ErrorIs(t, s.PurgeTopic("%RETRY%g"), ErrInvalidTopic)
+	require.NoError(t, s.Close())
+	s = dedupStore(t, fs, clk, nil)
+	require.Equal(t, []string{"e"}, pollAll(t, s, "other", "t"), "the purge survives a restart")
+	require.NoError(t, s.Close())
+	ro, err := openFS(fs, "/store", smallFiles(&Options{ReadOnly: true, Clock: clk}))
+	require.NoError(t, err)
+	defer ro.Close()
+	require.ErrorIs(t, ro.PurgeTopic("t"), ErrReadOnly)
+	lo, err := ro.MinOffset("t", 0)
+	require.NoError(t, err)
+	require.Equal(t, int64(3), lo, "a read-only view applies the floors")
+}
+
+func TestDeleteTopic(t *testing.T) {
+	ctx := context.Background()
+	clk := clock.NewFake(t0)
+	fs := vfs.NewMem()
+	s := dedupStore(t, fs, clk, nil)
+	require.NoError(t, s.CreateTopic("t", TopicConfig{Queues: 2}))
+	putStrings(t, s, "t", "a", "b", "c")
+	require.Len(t, pollAll(t, s, "g", "t"), 3)
+	require.True(t, hasOffsetOn(t, s, "g", "t"))
+
+	require.NoError(t, s.DeleteTopic("t"))
+	_, err := s.Topic("t")
+	require.ErrorIs(t, err, ErrTopicNotFound)
+	require.False(t, hasOffsetOn(t, s, "g", "t"), "the groups' offsets on it are gone")
+	require.ErrorIs(t, s.DeleteTopic("t"), ErrTopicNotFound)
+	require.ErrorIs(t, s.DeleteTopic("%DLQ%g"), ErrTopicNotFound)
+
+	// Sending again creates it afresh: new offsets after the old ones, and
+	// none of the old messages.
+	r, err := s.Put(ctx, &Message{Topic: "t", Body: []byte("d")}, 0)
+	require.NoError(t, err)
+	require.Equal(t, int64(2), r.QueueOffset)
+	require.Equal(t, []string{"d"}, pollAll(t, s, "g", "t"))
+	require.NoError(t, s.Close())
+	s = dedupStore(t, fs, clk, nil)
+	require.Equal(t, []string{"d"}, pollAll(t, s, "h", "t"))
+}
+
+func hasOffsetOn(t *testing.T, s *Store, group, topicName string) bool {
+	t.Helper()
+	offs, err := s.ConsumerOffsets(group)
+	require.NoError(t, err)
+	for _, o := range offs {
+		if o.Queue.Topic == topicName {
+			return true
+		}
+	}
+	return false
+}
+
+// Segments go before the store's retention age once every queue's
+// retained start has moved past them, and not while one queue still
+// holds a message in them.
+func TestTopicRetentionFreesSegments(t *testing.T) {
+	clk := clock.NewFake(t0)
+	s := dedupStore(t, vfs.NewMem(), clk, &Options{SegmentSize: 8 << 10, NoRecycle: true})
+	require.NoError(t, s.CreateTopic("short", TopicConfig{Queues: 1, RetentionAge: time.Minute}))
+	require.NoError(t, s.CreateTopic("long", TopicConfig{Queues: 1}))
+	putStrings(t, s, "long", "pinned")
+	body := string(make([]byte, 1000))
+	for range 30 {
+		putStrings(t, s, "short", body)
+	}
+	clk.Advance(2 * time.Minute)
+	putStrings(t, s, "short", "fresh")
+	before := s.log.MinOffset()
+	rep, err := s.CleanExpired()
+	require.NoError(t, err)
+	require.Zero(t, rep.Segments, "long's message pins the first segment")
+	require.Equal(t, before, s.log.MinOffset())
+
+	require.NoError(t, s.PurgeTopic("long"))
+	rep, err = s.CleanExpired()
+	require.NoError(t, err)
+	require.Positive(t, rep.Segments)
+	require.Greater(t, s.log.MinOffset(), before)
+	require.Equal(t, []string{"fresh"}, pollAll(t, s, "g", "short"))
+	st, err := s.Stats()
+	require.NoError(t, err)
+	require.Zero(t, st.Retention.EarlySegments, "freed segments are not deleted early")
+}
+
+// A crash at every file operation of DeleteTopic and PurgeTopic (a kill
+// -9 image and a power-loss image each) opens as the state before or the
+// state after, never a mix.
+func TestCrashAtEveryDeleteAndPurgeStep(t *testing.T) {
+	for _, op := range []string{"delete", "purge"} {
+		t.Run(op, func(t *testing.T) {
+			ops := runDeleteScript(t, op, -1, nil)
+			require.Positive(t, ops)
+			olds, news := 0, 0
+			for at := range ops {
+				var imgs []*vfs.MemFS
+				runDeleteScript(t, op, at, &imgs)
+				for k, img := range imgs {
+					o := smallFiles(&Options{Clock: clock.NewFake(t0)})
+					s, err := openFS(img, "/store", o)
+					require.NoError(t, err, "op %d image %d", at, k)
+					old := deleteState(t, s, op)
+					if old {
+						olds++
+					} else {
+						news++
+					}
+					require.NoError(t, s.Close())
+				}
+			}
+			t.Logf("%s: %d file operations, %d images in the old state, %d in the new", op, ops, olds, news)
+			require.Positive(t, olds)
+			require.Positive(t, news)
+		})
+	}
+}
+
+// runDeleteScript sets a store up, then deletes or purges topic t with a
+// crash image pair taken as file operation at of it begins (at < 0: none);
+// it returns how many file operations the deletion made.
+func runDeleteScript(t *testing.T, op string, at int, imgs *[]*vfs.MemFS) int {
+	t.Helper()
+	ffs := vfs.NewFaulty(vfs.NewMem())
+	o := smallFiles(&Options{Clock: clock.NewFake(t0)})
+	s, err := openFS(ffs, "/store", o)
+	require.NoError(t, err)
+	require.NoError(t, s.CreateTopic("t", TopicConfig{Queues: 2}))
+	putStrings(t, s, "t", "a", "b", "c")
+	require.Len(t, pollAll(t, s, "g", "t"), 3)
+	require.NoError(t, s.Close())
+	s, err = openFS(ffs, "/store", o)
+	require.NoError(t, err)
+	rng := rand.New(rand.NewPCG(uint64(at), 3))
+	var mu sync.Mutex // background work (a segment's preallocation) may do file operations too
+	n := 0
+	ffs.SetInjector(func(vfs.Op, string) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if n == at {
+			*imgs = append(*imgs, ffs.Crash(rng, 1), ffs.Crash(rng, rng.Float64()))
+		}
+		n++
+		return nil
+	})
+	if op == "delete" {
+		require.NoError(t, s.DeleteTopic("t"))
+	} else {
+		require.NoError(t, s.PurgeTopic("t"))
+	}
+	ffs.SetInjector(nil)
+	mu.Lock()
+	ops := n
+	mu.Unlock()
+	require.NoError(t, s.Close())
+	return ops
+}
+
+// deleteState says whether s shows topic t as before the script's
+// deletion or purge (true) or after it (false), and fails on a mix.
+func deleteState(t *testing.T, s *Store, op string) bool {
+	t.Helper()
+	_, regErr := s.Topic("t")
+	registered := regErr == nil
+	offsets := hasOffsetOn(t, s, "g", "t")
+	var hidden bool
+	if registered {
+		lo, err := s.MinOffset("t", 0)
+		require.NoError(t, err)
+		hidden = lo > 0
+	}
+	if op == "purge" {
+		require.True(t, registered)
+		require.True(t, offsets)
+		return !hidden
+	}
+	if registered {
+		require.True(t, offsets && !hidden, "registered %t, offsets %t, hidden %t", registered, offsets, hidden)
+		return true
+	}
+	require.False(t, offsets, "deleted, but the group's offsets remain")
+	return false
+}

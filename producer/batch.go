@@ -33,6 +33,21 @@ func (p *Producer) SendBatch(ctx context.Context, msgs []*message.Message) ([]Se
 		return nil, err
 	}
 	rs, err := p.sink.SendBatch(ctx, msgs, &p.opts, &p.picker)
+	for attempt := 1; ; attempt++ {
+		var last message.PutResult
+		if len(rs) > 0 {
+			last = rs[len(rs)-1]
+		}
+		again, redo := p.retry(ctx, attempt, last, err)
+		if !again {
+			break
+		}
+		if redo {
+			rs, err = p.sink.SendBatch(ctx, msgs, &p.opts, &p.picker)
+		} else {
+			err = p.st.AwaitDurable(ctx, last.End())
+		}
+	}
 	if len(rs) == 0 || !stored(rs[0]) {
 		return nil, err
 	}

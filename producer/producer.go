@@ -92,6 +92,18 @@ type Options struct {
 	// reply, on the store's clock (Options.Clock); 0: 3 s
 	// (DefaultRequestTimeout). A ctx deadline also ends the wait.
 	RequestTimeout time.Duration
+	// RetryTimesWhenSendFailed is how many times a send is tried again
+	// after a transient failure (RocketMQ's name): ErrFlowControl, which
+	// stored nothing, is retried after RetryBackoff by every send method;
+	// ErrFlushTimeout (Status FlushDiskTimeout) of Send and SendBatch,
+	// whose message is stored, is retried by waiting for that message's
+	// sync again, never by storing it twice. 0: DefaultRetryTimes (2);
+	// negative: no retries. Every other error returns at once.
+	RetryTimesWhenSendFailed int
+	// RetryBackoff is the wait before the first retry, on the store's
+	// clock, doubling with each retry up to 8 times; 0: 100 ms
+	// (DefaultRetryBackoff). A ctx that ends stops the retries.
+	RetryBackoff time.Duration
 }
 
 // SendStatus is the outcome of a send that stored its message.
@@ -137,6 +149,8 @@ type Producer struct {
 
 	async asyncState
 	req   requestState
+
+	retried atomic.Int64 // sends tried again (Retried)
 }
 
 // New returns a Producer over st. Options are checked here.
@@ -225,6 +239,17 @@ func (p *Producer) store(ctx context.Context, m *message.Message, w Wait) (SendR
 		return SendResult{}, err
 	}
 	r, err := p.sink.Send(ctx, m, &p.opts, &p.picker, w)
+	for attempt := 1; ; attempt++ {
+		again, redo := p.retry(ctx, attempt, r, err)
+		if !again {
+			break
+		}
+		if redo {
+			r, err = p.sink.Send(ctx, m, &p.opts, &p.picker, w)
+		} else {
+			err = p.st.AwaitDurable(ctx, r.End())
+		}
+	}
 	if !stored(r) {
 		return SendResult{}, err
 	}

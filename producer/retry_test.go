@@ -76,7 +76,7 @@ func (s *scriptSink) AwaitDurable(context.Context, int64) error {
 }
 
 func (s *scriptSink) Expect(string, chan<- *message.MessageExt) error { return nil }
-func (s *scriptSink) Forget(string) bool                             { return true }
+func (s *scriptSink) Forget(string) bool                              { return true }
 func (s *scriptSink) NewTimer(d time.Duration) clock.Timer {
 	t := s.clk.NewTimer(d)
 	s.timers <- d

@@ -53,7 +53,7 @@ type dedupWindow struct {
 	mu     sync.Mutex
 	window int64 // ms
 	max    int
-	ids    map[uint64]int64 // hash of (topic, DedupID) -> offset
+	ids    idTable          // hash of (topic, DedupID) -> offset
 	extra  map[string]int64 // topic "\x00" id -> offset, for a hash another ID holds
 	ring   []dedupRef       // arrival order: n entries from head, wrapping
 	head   int
@@ -61,7 +61,7 @@ type dedupWindow struct {
 	// busy holds the hashes of sends in progress: a send of the same
 	// hash waits for wake (made when the first waiter comes, closed when a
 	// send ends) and looks again.
-	busy  map[uint64]struct{}
+	busy  []uint64
 	wake  chan struct{}
 	stats DedupStats
 }
@@ -77,8 +77,7 @@ func newDedupWindow(window time.Duration, max int) *dedupWindow {
 	if window <= 0 {
 		return nil
 	}
-	return &dedupWindow{window: window.Milliseconds(), max: max, ids: map[uint64]int64{},
-		busy: map[uint64]struct{}{}}
+	return &dedupWindow{window: window.Milliseconds(), max: max}
 }
 
 func dedupHash(topicName, id string) uint64 {
@@ -123,18 +122,18 @@ func (s *Store) sendDedup(ctx context.Context, m *Message, store func() (PutResu
 			w.mu.Unlock()
 			return res, nil
 		}
-		if _, ok := w.busy[h]; !ok {
+		if !w.isBusy(h) {
 			break
 		}
 		if err := w.await(ctx); err != nil {
 			return PutResult{}, err
 		}
 	}
-	w.busy[h] = struct{}{}
+	w.busy = append(w.busy, h)
 	w.mu.Unlock()
 	res, err := store()
 	w.mu.Lock()
-	delete(w.busy, h)
+	w.unbusy(h)
 	if err == nil && !res.Duplicate && name == dedupTopic(m) {
 		w.insert(h, name, m.DedupID, res.Offset, res.StoreTime.UnixMilli())
 	}
@@ -175,7 +174,7 @@ func (s *Store) remember(name, id string, off, storeMs int64) {
 	w := s.dedup
 	h := dedupHash(name, id)
 	w.mu.Lock()
-	if _, ok := w.busy[h]; !ok {
+	if !w.isBusy(h) {
 		w.add(s, h, name, id, off, storeMs)
 	}
 	w.mu.Unlock()
@@ -185,7 +184,7 @@ func (s *Store) remember(name, id string, off, storeMs int64) {
 // An entry whose record cannot be read (removed by retention, damaged) or
 // names another ID (a hash collision) does not match.
 func (w *dedupWindow) lookup(s *Store, h uint64, name, id string) (PutResult, bool) {
-	if off, ok := w.ids[h]; ok {
+	if off, ok := w.ids.get(h); ok {
 		if res, ok := s.dedupResult(off, name, id); ok {
 			return res, true
 		}
@@ -206,14 +205,14 @@ func (w *dedupWindow) add(s *Store, h uint64, name, id string, off, ms int64) {
 
 // insert adds an ID known to be absent.
 func (w *dedupWindow) insert(h uint64, name, id string, off, ms int64) {
-	if _, taken := w.ids[h]; taken {
+	if _, taken := w.ids.get(h); taken {
 		if w.extra == nil {
 			w.extra = map[string]int64{}
 		}
 		w.extra[name+"\x00"+id] = off
 		h = 0 // the queue entry forgets through extra's scan
 	} else {
-		w.ids[h] = off
+		w.ids.put(h, off)
 	}
 	if w.n == w.max {
 		w.stats.Evicted++
@@ -246,9 +245,7 @@ func (w *dedupWindow) expire(nowMs int64) {
 
 func (w *dedupWindow) forget(r dedupRef) {
 	if r.hash != 0 {
-		if w.ids[r.hash] == r.off {
-			delete(w.ids, r.hash)
-		}
+		w.ids.del(r.hash, r.off)
 		return
 	}
 	for k, off := range w.extra {
@@ -417,13 +414,13 @@ func (s *Store) sendBatchDedup(ctx context.Context, msgs []*Message,
 		return res, nil
 	}
 	for h := range first {
-		w.busy[h] = struct{}{}
+		w.busy = append(w.busy, h)
 	}
 	w.mu.Unlock()
 	stored, err := store(keep)
 	w.mu.Lock()
 	for h, i := range first {
-		delete(w.busy, h)
+		w.unbusy(h)
 		if err == nil {
 			k := slices.Index(at, i)
 			w.insert(h, msgs[i].Topic, msgs[i].DedupID, stored[k].Offset, stored[k].StoreTime.UnixMilli())
@@ -458,7 +455,7 @@ func anyDedupID(msgs []*Message) bool {
 // anyBusy says whether a send in progress holds one of hashes.
 func (w *dedupWindow) anyBusy(hashes []uint64) bool {
 	for _, h := range hashes {
-		if _, ok := w.busy[h]; ok && h != 0 {
+		if h != 0 && w.isBusy(h) {
 			return true
 		}
 	}
@@ -501,6 +498,28 @@ func (s *Store) dedupStats() DedupStats {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	st := w.stats
-	st.IDs = len(w.ids) + len(w.extra)
+	st.IDs = w.ids.len() + len(w.extra)
 	return st
+}
+
+// isBusy says whether a send of hash h is in progress (a few at most: a
+// scan beats a map).
+func (w *dedupWindow) isBusy(h uint64) bool {
+	for _, b := range w.busy {
+		if b == h {
+			return true
+		}
+	}
+	return false
+}
+
+// unbusy ends one send of hash h.
+func (w *dedupWindow) unbusy(h uint64) {
+	for i, b := range w.busy {
+		if b == h {
+			w.busy[i] = w.busy[len(w.busy)-1]
+			w.busy = w.busy[:len(w.busy)-1]
+			return
+		}
+	}
 }

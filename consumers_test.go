@@ -70,18 +70,6 @@ func TestPushConsumerFiltersByTag(t *testing.T) {
 	require.Zero(t, behind, "filtered-out messages advance the offset too")
 }
 
-// awaitDone waits for done; after a minute (a bound on a failure, not
-// synchronisation) it fails the test with what(), called with mu held.
-func awaitDone(t *testing.T, done <-chan struct{}, mu *sync.Mutex, what func() string) {
-	t.Helper()
-	select {
-	case <-done:
-	case <-time.After(time.Minute):
-		mu.Lock()
-		t.Fatal(what())
-	}
-}
-
 // TestAlwaysFailingHandlerEndsInDLQ: a handler that always fails sees the
 // message 1 + 16 times on RocketMQ's retry schedule, then it is dead once,
 // with its original topic, keys and body; re-driving delivers it again.

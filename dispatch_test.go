@@ -13,16 +13,6 @@ import (
 	"github.com/mqlite/mqlite/clock"
 )
 
-// sent is what a test remembers of each Put.
-type sent struct {
-	topic string
-	queue int
-	qoff  int64
-	off   int64
-	body  string
-	key   string
-}
-
 func sendMix(t *testing.T, s *Store, n int, clk *clock.Fake) []sent {
 	t.Helper()
 	for _, name := range []string{"orders", "payments", "audit"} {

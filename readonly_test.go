@@ -7,7 +7,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -45,18 +44,6 @@ func treeState(t *testing.T, dir string) map[string]string {
 	return out
 }
 
-// mqliteGoroutines counts goroutines running mqlite code outside tests,
-// giving goroutines that are returning (after signalling that they are
-// done) a moment to go.
-func mqliteGoroutines() int {
-	n := countMqliteGoroutines()
-	for i := 0; n > 0 && i < 10_000; i++ {
-		runtime.Gosched()
-		n = countMqliteGoroutines()
-	}
-	return n
-}
-
 func countMqliteGoroutines() int {
 	n := 0
 	for _, g := range goroutineStacks() {
@@ -65,18 +52,6 @@ func countMqliteGoroutines() int {
 		}
 	}
 	return n
-}
-
-// goroutineStacks is every goroutine's stack trace, one string each.
-func goroutineStacks() []string {
-	buf := make([]byte, 1<<20)
-	for {
-		n := runtime.Stack(buf, true)
-		if n < len(buf) {
-			return strings.Split(string(buf[:n]), "\n\n")
-		}
-		buf = make([]byte, 2*len(buf))
-	}
 }
 
 // roFixture writes a store with two topics (keys, tags), a consumer group

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"path/filepath"
 	"sync"
 	"testing"
 
@@ -16,57 +15,7 @@ import (
 
 func TestMain(m *testing.M) { leakcheck.Main(m) }
 
-// mode is one configuration of the conformance suite.
-type mode struct {
-	name string
-	opts Options
-	fs   func(t *testing.T) (vfs.FS, string)
-}
-
-func onDisk(t *testing.T) (vfs.FS, string) { return vfs.OS, filepath.Join(t.TempDir(), "store") }
-func inMem(t *testing.T) (vfs.FS, string)  { return vfs.NewMem(), "/store" }
-
-// The tiny modes have tiny index files too: on the in-memory file system
-// every file is heap (see smallFiles). file-sync-default keeps every default.
-var modes = []mode{
-	{"mem-async-tiny", *smallFiles(&Options{Flush: FlushAsync, SegmentSize: 8 << 10}), inMem},
-	{"mem-sync-tiny", *smallFiles(&Options{Flush: FlushSync, SegmentSize: 8 << 10}), inMem},
-	{"file-async-tiny", *smallFiles(&Options{Flush: FlushAsync, SegmentSize: 16 << 10}), onDisk},
-	{"file-sync-tiny", *smallFiles(&Options{Flush: FlushSync, SegmentSize: 16 << 10}), onDisk},
-	{"file-sync-default", Options{Flush: FlushSync}, onDisk},
-}
-
-// smallFiles gives the file sizes o leaves at zero small values (1 MiB
-// segments, 4,096-entry ConsumeQueue files, an IndexFile of 1,024 slots
-// and 8,192 entries) and returns o. A test on the in-memory file system
-// needs it unless it is about the default sizes: there every file is a heap
-// slice of its full size (two 1 GiB segments, a 96 MiB IndexFile), copied
-// whole by every crash image, and under -race the detector's shadow of that
-// heap stays resident for the rest of the test binary.
-func smallFiles(o *Options) *Options {
-	if o.SegmentSize == 0 {
-		o.SegmentSize = 1 << 20
-	}
-	if o.ConsumeQueueEntries == 0 {
-		o.ConsumeQueueEntries = 4096
-	}
-	if o.IndexSlots == 0 && o.IndexEntries == 0 {
-		o.IndexSlots, o.IndexEntries = 1024, 8192
-	}
-	return o
-}
-
-func openMode(t *testing.T, md mode, fs vfs.FS, dir string) *Store {
-	t.Helper()
-	o := md.opts
-	s, err := openFS(fs, dir, &o)
-	require.NoError(t, err)
-	return s
-}
-
-func body(i int) []byte {
-	return []byte(fmt.Sprintf("message-%06d-%s", i, bytes.Repeat([]byte{'x'}, i%300)))
-}
+func inMem(t *testing.T) (vfs.FS, string) { return vfs.NewMem(), "/store" }
 
 func TestPutReadRoundTripAllModes(t *testing.T) {
 	ctx := context.Background()

@@ -43,13 +43,6 @@ func allMessages(t *testing.T, s *Store, topicName string) []*MessageExt {
 	return out
 }
 
-func never(t *testing.T) TransactionChecker {
-	return func(context.Context, *MessageExt) TxState {
-		t.Error("unexpected check-back")
-		return TxUnknown
-	}
-}
-
 func TestTransactionCommitAndRollback(t *testing.T) {
 	s := txStore(t, vfs.NewMem(), clock.NewFake(t0))
 	defer s.Close()

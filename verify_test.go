@@ -77,13 +77,6 @@ func TestVerifyFlippedByte(t *testing.T) {
 	require.Contains(t, rep.Problems[0], "checksum mismatch")
 }
 
-// flipLogByte flips a bit of the CommitLog byte at off (in 64 KiB
-// segments) and checks that it was want.
-func flipLogByte(t *testing.T, dir string, off int64, want byte) {
-	t.Helper()
-	require.Equal(t, want, flipLogBit(t, dir, off, 5))
-}
-
 // TestVerifyEntryPointingElsewhere appends, as the dispatcher would, an
 // entry of queue a/0 that points at b's message.
 func TestVerifyEntryPointingElsewhere(t *testing.T) {

@@ -2,8 +2,8 @@ package mqlite
 
 // FuzzOpenCorruptedDir (reliability plan S39): SQLite's "malformed
 // database file" fuzzing, applied to a whole store directory. Each input
-// is a mutation script (fuzzdir_script_test.go) applied to a copy of the
-// golden store (fuzzdir_golden_test.go); the damaged copy is opened, and
+// is a mutation script (fuzz_dir_script_test.go) applied to a copy of the
+// golden store (fuzz_dir_golden_test.go); the damaged copy is opened, and
 // either Open fails with an error matching ErrCorrupt that names a file
 // of the store (or refuses a file of another format version), or the
 // store passes checkOpened, closes cleanly and opens again with the same

@@ -7,32 +7,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 )
-
-// flipLogBit flips one bit of the CommitLog of the store in dir (64 KiB
-// segments) at global offset off, through a file handle of its own, and
-// returns the byte as it was.
-func flipLogBit(t *testing.T, dir string, off int64, bit uint) byte {
-	t.Helper()
-	const seg = 64 << 10
-	f, err := os.OpenFile(filepath.Join(dir, "commitlog", fmt.Sprintf("%020d", off/seg*seg)), os.O_RDWR, 0)
-	require.NoError(t, err)
-	defer f.Close()
-	var b [1]byte
-	_, err = f.ReadAt(b[:], off%seg)
-	require.NoError(t, err)
-	was := b[0]
-	b[0] ^= 1 << bit
-	_, err = f.WriteAt(b[:], off%seg)
-	require.NoError(t, err)
-	return was
-}
 
 // requireCorrupt asserts that err is an ErrCorrupt and not an ErrNotFound.
 func requireCorrupt(t *testing.T, err error, format string, args ...any) {

@@ -1,7 +1,7 @@
 package mqlite
 
 // S7 of the reliability plan, crash at every failpoint, taken further: at
-// every operation of the file seam. The script of ioerr_test.go (Open, 50
+// every operation of the file seam. The script of scenario_ioerr_test.go (Open, 50
 // FlushSync Puts across two segment rolls, a Poll and an offset commit, a
 // committed transaction, Close) runs once per operation index i with no
 // fault; as operation i begins, two crash images of the directory are

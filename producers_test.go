@@ -18,23 +18,6 @@ import (
 	"github.com/mqlite/mqlite/vfs"
 )
 
-func memStore(t *testing.T, o Options) *Store {
-	t.Helper()
-	o.InMemory = true
-	s, err := Open("/p", &o)
-	require.NoError(t, err)
-	t.Cleanup(func() { s.Close() })
-	return s
-}
-
-func newProducer(t *testing.T, s *Store, o ProducerOptions) *Producer {
-	t.Helper()
-	p, err := s.NewProducer(o)
-	require.NoError(t, err)
-	t.Cleanup(func() { p.Close() })
-	return p
-}
-
 // queueCounts reads every queue of topic to its end.
 func queueCounts(t *testing.T, s *Store, topic string) []int64 {
 	t.Helper()

@@ -145,18 +145,18 @@ type ioRun struct {
 	problems  []string     // contract violations seen during the run
 
 	// mu guards acked and committing for a reader on another goroutine
-	// (crashpoint_test.go's images, taken inside an operation of the seam);
+	// (scenario_crashpoint_test.go's images, taken inside an operation of the seam);
 	// the script's own goroutine reads them without it.
 	mu         sync.Mutex
 	committing int64 // the offset being committed on queue 0, or -1
 
 	// capped runs the script with MaxStoreBytes of two segments and a
 	// retention pass before Close, which removes the oldest segments
-	// (crashpoint_test.go): acknowledged messages below the reopened
+	// (scenario_crashpoint_test.go): acknowledged messages below the reopened
 	// store's minimum are gone by design.
 	capped  bool
 	cleaned int  // segments the retention pass removed
-	async   bool // FlushAsync instead of FlushSync (crashpoint_test.go)
+	async   bool // FlushAsync instead of FlushSync (scenario_crashpoint_test.go)
 }
 
 // ioCap is the capped script's MaxStoreBytes: two 4 KiB segments.

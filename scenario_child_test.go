@@ -5,7 +5,7 @@ package mqlite
 // Helpers for the tests that re-run the test binary as a child process
 // (kill -9, resource limits, another user, a mount namespace): the parent
 // starts a helper test by name, reads the lines it prints, and kills it or
-// waits for it. crash_test.go has its own, older, harness.
+// waits for it. scenario_crash_test.go has its own, older, harness.
 
 import (
 	"bufio"

@@ -21,7 +21,7 @@ import (
 	"github.com/mqlite/mqlite/vfs"
 )
 
-// The fuzz targets of this file (and config_test.go's table tests) load a
+// The fuzz targets of this file (and meta_config_test.go's table tests) load a
 // store whose files a real store wrote, but for one file replaced by a body
 // behind a valid header. Open must not panic or hang, and either fails with
 // ErrCorrupt naming the file, leaving every file as it was, or gives a

@@ -310,7 +310,7 @@ func TestConsumeQueueDamageReopenAgrees(t *testing.T) {
 }
 
 // FuzzReopenDamagedConsumeQueue: TestConsumeQueueDamageReopenAgrees with
-// fuzzed damage, scripts as FuzzOpenCorruptedDir's (fuzzdir_script_test.go)
+// fuzzed damage, scripts as FuzzOpenCorruptedDir's (fuzz_dir_script_test.go)
 // over the files of the many-file golden store, with and without the
 // abort marker: the two Opens must agree. The seeds damage ConsumeQueue
 // files, alone and with a cut CommitLog.

@@ -17,47 +17,6 @@ import (
 	"github.com/mqlite/mqlite/vfs"
 )
 
-var t0 = time.Date(2026, 11, 29, 0, 0, 0, 0, time.UTC)
-
-// The delay services' progress files, as the config tests name them.
-const (
-	delayFile    = delay.ProgressFile
-	delayMagic   = delay.ProgressMagic
-	delayVersion = delay.ProgressVersion
-	timerFile    = delay.TimerFile
-	timerMagic   = delay.TimerMagic
-	timerVersion = delay.TimerVersion
-)
-
-// readN blocks until queue q of topic holds n messages from offset 0 and
-// returns them.
-func readN(t *testing.T, s *Store, topic string, q int, n int) []*MessageExt {
-	t.Helper()
-	return readRange(t, s, topic, q, 0, n)
-}
-
-// readRange blocks until queue q of topic holds messages [from, to) and
-// returns them.
-func readRange(t testing.TB, s *Store, topic string, q int, from, to int) []*MessageExt {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	var out []*MessageExt
-	for from+len(out) < to {
-		ms, err := s.ReadQueue(ctx, topic, q, int64(from+len(out)), to-from-len(out))
-		require.NoError(t, err, "waiting for message %d of [%d, %d)", from+len(out), from, to)
-		out = append(out, ms...)
-	}
-	return out
-}
-
-func delayStore(t *testing.T, fs vfs.FS, clk *clock.Fake) *Store {
-	t.Helper()
-	s, err := openFS(fs, "/d", smallFiles(&Options{Clock: clk, SegmentSize: 1 << 20}))
-	require.NoError(t, err)
-	return s
-}
-
 // TestDelayLevelsDeliverOnTime sends one message per level (and three at
 // level 2, which keep their order), then moves the clock to each due time:
 // every message lands exactly then, never before.

@@ -2,7 +2,6 @@ package mqlite
 
 import (
 	"context"
-	"strings"
 	"testing"
 	"time"
 
@@ -12,18 +11,6 @@ import (
 	"github.com/mqlite/mqlite/delay"
 	"github.com/mqlite/mqlite/vfs"
 )
-
-// goroutinesBy counts the goroutines that fn started (whether or not they
-// have run yet).
-func goroutinesBy(fn string) int {
-	count := 0
-	for _, g := range goroutineStacks() {
-		if strings.Contains(g, "\ncreated by "+fn+" in goroutine ") {
-			count++
-		}
-	}
-	return count
-}
 
 // TestSchedulerIsOneGoroutine: the delay levels share one goroutine,
 // however many there are, idle or delivering: the scheduler starts two

@@ -346,19 +346,6 @@ func countIndeterminate(msgs []plMsg) int {
 	return n
 }
 
-// waitFor spins until cond holds, failing after a generous real-time
-// bound; it synchronises on state, not on elapsed time.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		runtime.Gosched()
-	}
-}
-
 // TestSyncFailureFailsEveryWaiter is S19: a sync fails with EIO while 64
 // Puts wait in one group commit.
 func TestSyncFailureFailsEveryWaiter(t *testing.T) {

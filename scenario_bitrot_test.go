@@ -128,14 +128,6 @@ func rotStore(t *testing.T, log *slog.Logger, held bool) (s *Store, dir string, 
 	return s, dir, rs
 }
 
-func bodies(ms []*MessageExt) []string {
-	var out []string
-	for _, m := range ms {
-		out = append(out, string(m.Body))
-	}
-	return out
-}
-
 // TestBitRotBeforeDispatch: a record whose frame changes before the
 // dispatcher reaches it (here, its size byte) stops dispatch with a typed
 // error and fences the store: writes fail with ErrFenced naming the

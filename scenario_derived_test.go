@@ -182,15 +182,3 @@ func TestLostQueueDirectoryIsRebuilt(t *testing.T) {
 	require.NoError(t, err)
 	require.EqualValues(t, 10, r.QueueOffset)
 }
-
-// pollCommit polls the first n messages of pc's queue 0 of topic (which
-// holds them) and commits after them.
-func pollCommit(t *testing.T, pc *PullConsumer, topic string, n int) {
-	t.Helper()
-	for got := 0; got < n; {
-		ms, err := pc.Poll(context.Background(), n-got)
-		require.NoError(t, err)
-		got += len(ms)
-	}
-	require.NoError(t, pc.CommitOffset(topic, 0, int64(n)))
-}

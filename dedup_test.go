@@ -15,34 +15,6 @@ import (
 	"github.com/mqlite/mqlite/vfs"
 )
 
-func dedupStore(t *testing.T, fs vfs.FS, clk clock.Clock, o *Options) *Store {
-	t.Helper()
-	if o == nil {
-		o = &Options{}
-	}
-	o.Clock = clk
-	s, err := openFS(fs, "/store", smallFiles(o))
-	require.NoError(t, err)
-	t.Cleanup(func() { s.Close() })
-	return s
-}
-
-// queueIDs returns the DedupIDs stored in every queue of topic, by count.
-func queueIDs(t *testing.T, s *Store, topicName string) map[string]int {
-	t.Helper()
-	require.NoError(t, s.WaitVisible(context.Background()))
-	n, err := s.queueCount(topicName, 0)
-	require.NoError(t, err)
-	ids := map[string]int{}
-	for q := range n {
-		for m, err := range s.Messages(topicName, q, 0) {
-			require.NoError(t, err)
-			ids[m.DedupID]++
-		}
-	}
-	return ids
-}
-
 func TestDedupSecondSendReturnsTheFirst(t *testing.T) {
 	ctx := context.Background()
 	s := dedupStore(t, vfs.NewMem(), clock.NewFake(t0), nil)
@@ -322,11 +294,4 @@ func TestDedupBadInput(t *testing.T) {
 	_, err = s.Put(cctx, &Message{Topic: "t", Body: []byte("x"), DedupID: "z"}, 0)
 	require.True(t, errors.Is(err, context.Canceled))
 	require.Equal(t, map[string]int{"a": 1}, queueIDs(t, s, "t"))
-}
-
-func dedupOf(t *testing.T, s *Store) DedupStats {
-	t.Helper()
-	st, err := s.Stats()
-	require.NoError(t, err)
-	return st.Dedup
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -253,4 +254,84 @@ func never(t *testing.T) TransactionChecker {
 func flipLogByte(t *testing.T, dir string, off int64, want byte) {
 	t.Helper()
 	require.Equal(t, want, flipLogBit(t, dir, off, 5))
+}
+
+func dedupStore(t *testing.T, fs vfs.FS, clk clock.Clock, o *Options) *Store {
+	t.Helper()
+	if o == nil {
+		o = &Options{}
+	}
+	o.Clock = clk
+	s, err := openFS(fs, "/store", smallFiles(o))
+	require.NoError(t, err)
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// queueIDs returns the DedupIDs stored in every queue of topic, by count.
+func queueIDs(t *testing.T, s *Store, topicName string) map[string]int {
+	t.Helper()
+	require.NoError(t, s.WaitVisible(context.Background()))
+	n, err := s.queueCount(topicName, 0)
+	require.NoError(t, err)
+	ids := map[string]int{}
+	for q := range n {
+		for m, err := range s.Messages(topicName, q, 0) {
+			require.NoError(t, err)
+			ids[m.DedupID]++
+		}
+	}
+	return ids
+}
+
+func dedupOf(t *testing.T, s *Store) DedupStats {
+	t.Helper()
+	st, err := s.Stats()
+	require.NoError(t, err)
+	return st.Dedup
+}
+
+// pollAll drains what a fresh pull consumer of group gets from topic now.
+func pollAll(t *testing.T, s *Store, group, topicName string) []string {
+	t.Helper()
+	c, err := s.NewPullConsumer(group, ConsumerOptions{ConsumeFromWhere: ConsumeFromFirstOffset})
+	require.NoError(t, err)
+	defer c.Close()
+	require.NoError(t, c.Subscribe(topicName, nil))
+	var got []string
+	for {
+		require.NoError(t, s.Settle(context.Background()))
+		msgs, err := c.TryPoll(64)
+		require.NoError(t, err)
+		if len(msgs) == 0 {
+			break
+		}
+		for _, m := range msgs {
+			got = append(got, string(m.Body))
+		}
+	}
+	slices.Sort(got)
+	require.NoError(t, c.Commit())
+	return got
+}
+
+func putStrings(t *testing.T, s *Store, topicName string, bodies ...string) {
+	t.Helper()
+	for i, b := range bodies {
+		_, err := s.Put(context.Background(), &Message{Topic: topicName, Body: []byte(b)}, i%2)
+		require.NoError(t, err)
+	}
+	require.NoError(t, s.WaitVisible(context.Background()))
+}
+
+func hasOffsetOn(t *testing.T, s *Store, group, topicName string) bool {
+	t.Helper()
+	offs, err := s.ConsumerOffsets(group)
+	require.NoError(t, err)
+	for _, o := range offs {
+		if o.Queue.Topic == topicName {
+			return true
+		}
+	}
+	return false
 }

@@ -118,12 +118,7 @@ func noSpace(err error) bool {
 }
 
 // confirmed is how far records may be dispatched.
-func (d *dispatcher) confirmed() int64 {
-	if d.s.opts.Flush == FlushSync && !d.s.opts.ReadUncommitted {
-		return d.s.log.FlushedPosition()
-	}
-	return d.s.log.WrotePosition()
-}
+func (d *dispatcher) confirmed() int64 { return d.s.dur.confirmed() }
 
 // notify wakes the loop if it sleeps; it never blocks. A sender that
 // finds the loop awake pays one atomic load: the loop looks for new
@@ -189,15 +184,7 @@ func (d *dispatcher) loop() {
 		case <-d.quit:
 			return
 		}
-		if d.s.groupCommit != nil {
-			// FlushSync: the group commit wakes the loop right after it
-			// released the senders of a sync. Readied last, the loop
-			// would run first on this P; let the senders append their
-			// next records and register for the next sync before it
-			// dispatches (gathers of 16 senders: p50 115 -> 95 µs in
-			// runtime traces of BenchmarkPut/sync/128B/g16).
-			d.gosched()
-		}
+		d.s.dur.afterWake()
 		d.sleeping.Store(false)
 	}
 }

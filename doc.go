@@ -70,7 +70,10 @@
 // so appends take no page faults unless they outrun it (then they fault
 // the pages in themselves rather than wait). A FlushAsync store maps the
 // segment being written for huge pages; a FlushSync one keeps single
-// pages there, so that a group commit writes back only what it synced. Once retention removes segments, the allocator
+// pages there, so that a group commit writes back only what it synced,
+// and on Linux writes its records into the segment file with pwrite
+// instead of through the mapping, so that a sync has no page-table entry
+// to write-protect. Once retention removes segments, the allocator
 // recycles them instead: up to two removed segment files are kept and
 // renamed to be the next segments, whose pages are still in memory
 // (Options.NoRecycle turns this off).

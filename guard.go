@@ -111,10 +111,8 @@ func (s *Store) monitor() {
 		} else {
 			last, stuckSince = n, time.Time{}
 		}
-		if s.groupCommit != nil {
-			if since, ok := s.groupCommit.SyncingSince(); ok && wall.Sub(since) >= s.opts.FlowControlThreshold {
-				busy = true
-			}
+		if since, ok := s.dur.syncingSince(); ok && wall.Sub(since) >= s.opts.FlowControlThreshold {
+			busy = true
 		}
 		if busy != s.guard.busy.Load() {
 			s.guard.busy.Store(busy)

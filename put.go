@@ -311,31 +311,12 @@ func (s *Store) appendChecked(ctx context.Context, m *Message, queue int, c putC
 	return res, nil
 }
 
-// kick starts making appended data durable and visible, without waiting.
-// With FlushAsync it wakes only the dispatcher: the flusher runs on its
-// interval, as RocketMQ's does by default (wakeFlushWhenPutMessage false),
-// instead of syncing again after every few pages.
-func (s *Store) kick() {
-	if s.groupCommit == nil || s.opts.ReadUncommitted {
-		s.disp.notifySender()
-	}
-	if s.groupCommit != nil {
-		s.groupCommit.Kick()
-	}
-}
+// kick starts making appended data durable and visible, without waiting
+// (durability.kick).
+func (s *Store) kick() { s.dur.kick() }
 
 // awaitDurable applies the flush mode to data ending at end.
-func (s *Store) awaitDurable(ctx context.Context, end int64) error {
-	if s.groupCommit == nil || s.opts.ReadUncommitted {
-		s.disp.notifySender()
-	}
-	if s.groupCommit != nil {
-		// No Kick: registering starts the sync, or ends the group
-		// commit's wait for the other senders to come back.
-		return s.groupCommit.Wait(ctx, end)
-	}
-	return nil
-}
+func (s *Store) awaitDurable(ctx context.Context, end int64) error { return s.dur.await(ctx, end) }
 
 // PutBatch stores msgs in one queue as one contiguous append: readers see
 // all of them or none, and with FlushSync they share one sync. If any

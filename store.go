@@ -14,7 +14,6 @@ import (
 	"github.com/mqlite/mqlite/commitlog"
 	"github.com/mqlite/mqlite/consumer"
 	"github.com/mqlite/mqlite/delay"
-	"github.com/mqlite/mqlite/flush"
 	"github.com/mqlite/mqlite/internal/errs"
 	"github.com/mqlite/mqlite/topic"
 	"github.com/mqlite/mqlite/txn"
@@ -35,10 +34,9 @@ type Store struct {
 	fs   vfs.FS
 	lock io.Closer
 
-	log         *commitlog.Log
-	disp        *dispatcher
-	groupCommit *flush.GroupCommit // FlushSync
-	periodic    *flush.Periodic    // FlushAsync
+	log  *commitlog.Log
+	disp *dispatcher
+	dur  durability // the flush mode: group commit or periodic flusher
 
 	// queues holds each topic's next offset per queue id. It is read and
 	// written only inside commitlog's append lock (EncodePayload) and
@@ -199,6 +197,7 @@ func (s *Store) open() error {
 	if err != nil {
 		return err
 	}
+	s.dur = newDurability(s)
 	rep := s.log.Report()
 	s.seedAt(rep.End)
 	s.recovery = RecoveryReport{CleanShutdown: clean, CheckpointFound: cpOK, CommitLogEnd: rep.End,
@@ -208,15 +207,6 @@ func (s *Store) open() error {
 	}
 	if err := s.restoreTopics(cp.marks); err != nil {
 		return err
-	}
-	switch s.opts.Flush {
-	case FlushSync:
-		s.groupCommit = flush.NewGroupCommit(timedFlusher{s}, flush.GroupCommitOptions{Timeout: s.opts.SyncFlushTimeout, Clock: s.opts.Clock,
-			OnFlush: func(int64) { s.disp.notify() }})
-	case FlushAsync:
-		s.periodic = flush.NewPeriodic(timedFlusher{s}, flush.PeriodicOptions{Interval: s.opts.FlushInterval,
-			LeastPages: s.opts.FlushLeastPages, ThoroughInterval: s.opts.FlushThoroughInterval,
-			Clock: s.opts.Clock, Logger: s.opts.Logger})
 	}
 	if err := s.openDelays(); err != nil {
 		return err
@@ -322,12 +312,7 @@ func (s *Store) Close() error {
 		close(s.cpQuit)
 		<-s.cpDone
 		errList := []error{cErr, hErr, txErr, schedErr}
-		if s.groupCommit != nil {
-			s.groupCommit.Close()
-		}
-		if s.periodic != nil {
-			s.periodic.Close()
-		}
+		s.dur.close()
 		errList = append(errList, s.disp.stop())
 		cp, cpErr := s.currentCheckpoint()
 		errList = append(errList, cpErr)
@@ -355,11 +340,8 @@ func (s *Store) abortOpen() {
 		close(s.disp.quit)
 		<-s.disp.done
 	}
-	if s.groupCommit != nil {
-		s.groupCommit.Close()
-	}
-	if s.periodic != nil {
-		s.periodic.Close()
+	if s.dur != nil {
+		s.dur.close()
 	}
 	s.release()
 	// Indexes this Open began to build from nothing: gone, so that the

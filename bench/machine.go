@@ -24,7 +24,7 @@ const pageSize = 4096
 // fsync latency.
 func runLimits(j Job) (r Result, err error) {
 	probes := []func(Job) (Limit, error){probeMapTouch, probeMapCopy(4096), probeMapCopy(128),
-		probeSeqWrite, probeFsync(false), probeFsync(true)}
+		probeSeqWrite, probeFsync(false), probeFsync(true), probeGroup(128), probeGroup(4096)}
 	for _, p := range probes {
 		l, err := p(j)
 		if err != nil {

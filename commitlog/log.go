@@ -101,9 +101,14 @@ type Options struct {
 	// NoWarm are ignored.
 	ReadOnly bool
 
-	// populate pre-faults memory for the allocator; vfs.Populate unless
-	// a test watches the warming.
+	// populate pre-faults memory for the allocator; vfs.Populate (or
+	// vfs.PopulateRead for a log that writes through its files) unless a
+	// test watches the warming.
 	populate func([]byte)
+	// noWriteThrough makes a log with SmallSyncs write through its
+	// mappings even where it could write through its files (through.go),
+	// for benchmarks that compare the two.
+	noWriteThrough bool
 	// resident tells which share of a spare is in memory; vfs.Resident
 	// unless a test evicts it.
 	resident func([]byte) float64
@@ -163,6 +168,7 @@ type Log struct {
 		// allocIdle: the allocator's last preparation failed and nothing
 		// is asked of it; the next roll asks again and waits for the answer
 		allocIdle bool
+		wbuf      []byte // where appends encode when writing through files (through.go)
 	}
 	snap    atomic.Pointer[snapshot] // pinned by readers; copy-on-write (retention.go)
 	wrote   atomic.Int64             // end of the last appended record
@@ -174,6 +180,9 @@ type Log struct {
 	rollWait atomic.Int64
 	// recycled counts the segments made from a spare (recycle.go).
 	recycled atomic.Int64
+	// writeThrough: appends write into the segment files with WriteAt,
+	// not through the mappings (through.go).
+	writeThrough bool
 
 	flushMu sync.Mutex
 	delMu   sync.Mutex // serialises DeleteBefore and Close's unmapping
@@ -254,6 +263,7 @@ func (o *Options) validate() error {
 
 // Open opens or creates the log in opts.Dir and recovers it.
 func Open(opts Options) (*Log, error) {
+	defaultPopulate := opts.populate == nil
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
@@ -270,6 +280,9 @@ func Open(opts Options) (*Log, error) {
 		allocDone:  make(chan struct{}),
 	}
 	l.ret.done.L = &l.ret.Mutex
+	if l.writeThrough = writesThrough(&l.opts); l.writeThrough && defaultPopulate {
+		l.opts.populate = vfs.PopulateRead
+	}
 	l.snap.Store(&snapshot{})
 	if err := opts.FS.MkdirAll(opts.Dir, 0o700); err != nil {
 		return nil, diskErr("mkdir", opts.Dir, err)
@@ -281,6 +294,10 @@ func Open(opts Options) (*Log, error) {
 	// Recovery has read what it needed of the write segment, with
 	// read-ahead; from here on it is written.
 	l.mu.cur.toWrite(&l.opts)
+	if err := l.openForWrite(l.mu.cur); err != nil {
+		l.releaseAll()
+		return nil, err
+	}
 	l.mu.warmAt = math.MaxInt64
 	if !opts.NoWarm {
 		// From the first append on: a log opened to be read, or not
@@ -409,30 +426,54 @@ func (l *Log) appendLocked(as []Appender, total int) (first, end int64, err erro
 		if err != nil {
 			return 0, 0, err
 		}
-		if rest := l.opts.SegmentSize - pos; rest >= BlankSize {
-			putBlank(cur.buf[pos:], uint32(rest))
+		if err := l.sealLocked(cur, pos); err != nil {
+			return 0, 0, err
 		}
 		cur, w, pos = next, next.start, 0
 	}
 	synced := l.flushed.Load()
 	first = w
+	dst := l.encodeBuffer(cur, pos, total)
+	at := 0
 	for _, a := range as {
 		n := FrameSize + a.PayloadSize()
-		rec := cur.buf[pos : pos+int64(n)]
+		rec := dst[at : at+n]
 		le.PutUint32(rec[0:], uint32(n))
 		le.PutUint32(rec[4:], MagicV1)
 		le.PutUint64(rec[12:], uint64(w))
 		le.PutUint64(rec[20:], uint64(synced))
 		a.EncodePayload(rec[FrameSize:], w)
 		le.PutUint32(rec[8:], frameCRC(rec))
-		pos += int64(n)
+		at += n
 		w += int64(n)
+	}
+	if cur.f != nil {
+		if err := l.writeAt(cur, pos, dst); err != nil {
+			return 0, 0, err
+		}
 	}
 	l.wrote.Store(w)
 	if w >= l.mu.warmAt {
 		l.warmLocked(w)
 	}
 	return first, w, nil
+}
+
+// sealLocked ends prev, the segment just rolled from at pos, with a blank
+// marker if the rest has room for one, and closes the descriptor it was
+// written through.
+func (l *Log) sealLocked(prev *segment, pos int64) error {
+	if rest := l.opts.SegmentSize - pos; rest >= BlankSize {
+		var b [BlankSize]byte
+		putBlank(b[:], uint32(rest))
+		if err := l.writeAt(prev, pos, b[:]); err != nil {
+			return err
+		}
+	}
+	if err := prev.closeForWrite(); err != nil {
+		l.opts.Logger.Warn("mqlite/commitlog: close a sealed segment", "path", prev.path, "err", err)
+	}
+	return nil
 }
 
 func frameCRC(rec []byte) uint32 {
@@ -532,6 +573,7 @@ func (l *Log) Flush() (int64, error) {
 		a := max(from, s.start) - s.start
 		b := min(to, s.start+l.opts.SegmentSize) - s.start
 		d, drop := s.m.(vfs.Dropper)
+		drop = drop && !l.writeThrough // its entries are clean: nothing to protect
 		page := int(a) &^ (vfs.PageSize - 1)
 		if drop {
 			// The pages below the one holding to are complete and never

@@ -15,7 +15,9 @@ import (
 // segment is one mapped segment file. Its file descriptor is closed once
 // the file is mapped: the mapping outlives it, and nothing needs the file
 // again (it is preallocated, and synced through the mapping), so a store
-// of many segments needs no descriptor per segment.
+// of many segments needs no descriptor per segment. A log that writes
+// through its files (through.go) opens the segment being written again,
+// and closes it when it moves on.
 type segment struct {
 	start int64
 	path  string
@@ -28,14 +30,19 @@ type segment struct {
 	// lock is a read-only log's shared lock on the file, held while it is
 	// mapped, so that the owner does not recycle it (recycle.go); or nil.
 	lock io.Closer
+	// f is the file, open while the segment is written through it
+	// (through.go); else nil.
+	f vfs.File
 }
 
 func segmentName(start int64) string { return fmt.Sprintf("%020d", start) }
 
 func (s *segment) release() error {
-	var err error
+	err := s.closeForWrite()
 	if s.m != nil {
-		err = s.m.Unmap()
+		if uerr := s.m.Unmap(); err == nil {
+			err = uerr
+		}
 		s.m, s.buf = nil, nil
 	}
 	if s.lock != nil {
@@ -175,8 +182,13 @@ func (l *Log) allocate() {
 			seg, err := l.newSegment(start)
 			if err == nil {
 				seg.toWrite(&l.opts) // before any of it is faulted in
-				if err = l.opts.FS.SyncDir(l.opts.Dir); err != nil {
-					err = diskErr("sync dir", l.opts.Dir, err)
+				err = l.openForWrite(seg)
+				if err == nil {
+					if serr := l.opts.FS.SyncDir(l.opts.Dir); serr != nil {
+						err = diskErr("sync dir", l.opts.Dir, serr)
+					}
+				}
+				if err != nil {
 					seg.release()
 					l.opts.FS.Remove(seg.path)
 					seg = nil

@@ -93,6 +93,15 @@
 // what it wraps), as the wrappers of this package do: otherwise a store
 // on a wrapped Windows file system fails where it retires segments.
 //
+// Writing beside a mapping. WritesReachMappings reports whether
+// File.WriteAt into a file is seen at once through the file's shared
+// mappings and made durable by their Mapping.Sync, as a store through the
+// mapping is (OS on Linux, MemFS, and any FS with a method
+// WritesReachMappings() bool that reports true; the wrappers of this
+// package forward it). A FlushSync CommitLog then writes with WriteAt and
+// reads through the mapping; a wrapper that does not forward it only
+// keeps the store writing through the mapping.
+//
 // Optional interfaces. Usager reports the use of a volume (for
 // Options.DiskMaxUsedRatio); without it the store does not watch the
 // disk. A Mapping may implement Dropper and Pager, hints about its page

@@ -128,3 +128,7 @@ func Resident(b []byte) float64 {
 	}
 	return float64(in) / float64(n)
 }
+
+// osWritesReachMappings: one page cache behind write() and shared
+// mappings, and msync(MS_SYNC) is fdatasync of the range (WritesReachMappings).
+const osWritesReachMappings = true

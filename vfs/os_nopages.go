@@ -32,3 +32,6 @@ func DataRanges(_ FS, _ string, from, to int64) [][2]int64 {
 // Resident is the share of b's pages that are in memory: 1 here (it
 // cannot tell).
 func Resident([]byte) float64 { return 1 }
+
+// osWritesReachMappings: not relied on off Linux (WritesReachMappings).
+const osWritesReachMappings = false

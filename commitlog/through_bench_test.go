@@ -1,0 +1,69 @@
+package commitlog
+
+import (
+	"fmt"
+	"path/filepath"
+	"testing"
+)
+
+// BenchmarkSyncRound is a FlushSync group commit round on the log alone:
+// append 1 or 16 records of 200 bytes, then Flush, in a log with
+// SmallSyncs, written through the mapping ("mapped") or with pwrite into
+// the file ("through", through.go), into a new (fallocated) segment or a
+// recycled one. One op is one round; p50-us is its median.
+//
+//	go test -run '^$' -bench BenchmarkSyncRound -count 3 ./commitlog/
+func BenchmarkSyncRound(b *testing.B) {
+	const seg = 16 << 20
+	for _, recycled := range []bool{false, true} {
+		for _, n := range []int{1, 16} {
+			for _, through := range []bool{false, true} {
+				name := fmt.Sprintf("new/%drecords/mapped", n)
+				if recycled {
+					name = fmt.Sprintf("recycled/%drecords/mapped", n)
+				}
+				if through {
+					name = name[:len(name)-len("mapped")] + "through"
+				}
+				b.Run(name, func(b *testing.B) { benchSyncRound(b, seg, n, recycled, through) })
+			}
+		}
+	}
+}
+
+func benchSyncRound(b *testing.B, seg int64, n int, recycled, through bool) {
+	l, err := Open(Options{Dir: filepath.Join(b.TempDir(), "cl"), SegmentSize: seg, RecoverFrom: -1,
+		NoRecycle: !recycled, SmallSyncs: true, noWriteThrough: !through})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	if l.writeThrough != through {
+		b.Skipf("this file system cannot write through files")
+	}
+	a := &benchAppender{body: payload(200, 200)}
+	fill := func(to int64) {
+		for l.WrotePosition() < to {
+			for range 8192 {
+				if _, err := l.Append(a); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if _, err := l.Flush(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	// As BenchmarkFlush: two segments dropped (kept as spares unless
+	// NoRecycle), then into a recycled or a new one.
+	fill(4 * seg)
+	settle(l)
+	if _, err := l.DeleteBefore(2 * seg); err != nil {
+		b.Fatal(err)
+	}
+	fill(6*seg + 4096)
+	if got := staleTail(l); got != recycled {
+		b.Fatalf("write segment recycled: %v, want %v", got, recycled)
+	}
+	flushRounds(b, l, a, n)
+}

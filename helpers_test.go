@@ -254,3 +254,13 @@ func flipLogByte(t *testing.T, dir string, off int64, want byte) {
 	t.Helper()
 	require.Equal(t, want, flipLogBit(t, dir, off, 5))
 }
+
+// recoveredEnd is the end of a queue (0 for one never written), as
+// package delay reads it for its progress checks while Open runs.
+func (s *Store) recoveredEnd(name string, id int) int64 {
+	q, err := s.disp.cq.Queue(name, id, false)
+	if err != nil || q == nil {
+		return 0
+	}
+	return q.MaxOffset()
+}

@@ -79,16 +79,6 @@ func (h delayHost) WaitCh(q *consumequeue.Queue, offset int64) (<-chan struct{},
 
 func (h delayHost) LogEnd() int64 { return h.s.log.WrotePosition() }
 
-// recoveredEnd is the end of a queue (0 for one never written), for
-// progress checks while Open runs.
-func (s *Store) recoveredEnd(name string, id int) int64 {
-	q, err := s.disp.cq.Queue(name, id, false)
-	if err != nil || q == nil {
-		return 0
-	}
-	return q.MaxOffset()
-}
-
 // indexedNow waits until the CommitLog as of now is dispatched (after a
 // restart, re-dispatch runs in the background), so that the index knows
 // every message delivered before; false when quit closes or the store

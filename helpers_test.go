@@ -335,3 +335,13 @@ func hasOffsetOn(t *testing.T, s *Store, group, topicName string) bool {
 	}
 	return false
 }
+
+// recoveredEnd is the end of a queue (0 for one never written), as
+// package delay reads it for its progress checks while Open runs.
+func (s *Store) recoveredEnd(name string, id int) int64 {
+	q, err := s.disp.cq.Queue(name, id, false)
+	if err != nil || q == nil {
+		return 0
+	}
+	return q.MaxOffset()
+}

@@ -18,24 +18,23 @@ type TopicInfo = topic.Info
 // topic gives global order). It fails with ErrTopicExists if the topic is
 // there, and ErrInvalidTopic for an illegal name or a system topic's.
 func (s *Store) CreateTopic(name string, c TopicConfig) error {
-	if err := s.writable("create topic"); err != nil {
-		return err
-	}
-	if err := s.topics.Create(name, c); err != nil {
-		return err
-	}
-	s.consumers.TopicsChanged()
-	return nil
+	return s.changeTopics("create topic", func() error { return s.topics.Create(name, c) })
 }
 
 // UpdateTopic changes a topic's configuration. The queue count may grow,
 // never shrink (ErrInvalidArgument): messages in dropped queues would be
 // stranded.
 func (s *Store) UpdateTopic(name string, c TopicConfig) error {
-	if err := s.writable("update topic"); err != nil {
+	return s.changeTopics("update topic", func() error { return s.topics.Update(name, c) })
+}
+
+// changeTopics runs change on the writable store's topic registry and
+// tells the consumers (a subscription may be waiting for the topic).
+func (s *Store) changeTopics(op string, change func() error) error {
+	if err := s.writable(op); err != nil {
 		return err
 	}
-	if err := s.topics.Update(name, c); err != nil {
+	if err := change(); err != nil {
 		return err
 	}
 	s.consumers.TopicsChanged()

@@ -146,7 +146,7 @@ func ExampleOptions_reuseMessages() {
 	// seen 3, kept a
 }
 
-// exampleStore is a minimal in-memory consumer.Store with one topic of one
+// exampleStore is a minimal in-memory consumer.Source with one topic of one
 // queue; the root package's Store plays this part in real use.
 type exampleStore struct {
 	topic   string

@@ -17,7 +17,7 @@ import (
 // errCrash is what Append returns once the fake "crashed".
 var errCrash = errors.New("fake: crashed")
 
-// fakeStore is an in-memory txn.Store. Records go through the real payload
+// fakeStore is an in-memory txn.Host. Records go through the real payload
 // encoding, get CommitLog offsets in append order, and become readable
 // either at once or, with manual dispatch, when dispatch is called (always
 // a prefix of the log, as the root's dispatcher).

@@ -228,6 +228,12 @@ type Options struct {
 	// deleted data (DiskFullDeleteOldest, MaxStoreBytes) go to
 	// slog.Default when it is nil, so that no loss is silent.
 	Logger *slog.Logger
+	// Hooks intercept the store's message events (see package hook):
+	// every send, stored record, retry, death, re-drive and transaction
+	// decision, and every delivery of every consumer (before the
+	// consumer's own ConsumerOptions.Hooks). A hook that panics is
+	// recovered, logged and counted in Stats.HookPanics. Unset: no cost.
+	Hooks Hooks
 }
 
 // Default sizes of a store's files, chosen so that a small store takes

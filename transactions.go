@@ -103,6 +103,7 @@ func (t txnStore) Append(ctx context.Context, m *message.Message, queue int) (me
 	if err != nil {
 		return res, err
 	}
+	t.s.txDecided(ctx, m)
 	return res, t.s.awaitDurable(ctx, res.End())
 }
 

@@ -17,6 +17,7 @@ import (
 
 	"github.com/cespare/xxhash/v2"
 
+	"github.com/mqlite/mqlite/hook"
 	"github.com/mqlite/mqlite/internal/errs"
 	"github.com/mqlite/mqlite/message"
 )
@@ -81,6 +82,9 @@ type Options struct {
 	// reply, on the store's clock (Options.Clock); 0: 3 s
 	// (DefaultRequestTimeout). A ctx deadline also ends the wait.
 	RequestTimeout time.Duration
+	// Hooks intercept this producer's sends (BeforeSend, AfterSend; see
+	// package hook). A Store's producers also run the store's Options.Hooks.
+	Hooks hook.Hooks
 }
 
 // SendStatus is the outcome of a send that stored its message.
@@ -206,8 +210,8 @@ func finish(res SendResult, err error) (SendResult, error) {
 	return res, err
 }
 
-// store validates, routes and appends m.
-func (p *Producer) store(ctx context.Context, m *message.Message) (SendResult, error) {
+// storeMsg validates, routes and appends m (store runs the hooks around it).
+func (p *Producer) storeMsg(ctx context.Context, m *message.Message) (SendResult, error) {
 	if p.async.closed.Load() {
 		return SendResult{}, fmt.Errorf("mqlite/producer: send: %w", errs.ErrClosed)
 	}

@@ -40,11 +40,17 @@ type storeHooks struct {
 	panics atomic.Int64
 }
 
-// init wraps the Options' hooks.
-func (sh *storeHooks) init(h hook.Hooks, log *slog.Logger) {
-	sh.log = log
+// init wraps the Options' hooks, after the message trace's when
+// Options.MessageTrace is on (a user's hook sees a step once it is
+// traced).
+func (sh *storeHooks) init(s *Store) {
+	sh.log = s.opts.Logger
 	if sh.log == nil {
 		sh.log = slog.New(slog.DiscardHandler)
+	}
+	h := s.opts.Hooks
+	if s.opts.MessageTrace {
+		h = hook.Chain(tracer{s}.hooks(), h)
 	}
 	sh.h = hook.Safe(h, sh.onPanic)
 }
@@ -130,9 +136,9 @@ func (s *Store) sentBack(group string, m *MessageExt, c *Message, delay time.Dur
 }
 
 // redriven runs the Redrive hook.
-func (s *Store) redriven(group, id string, c *Message, r PutResult) {
+func (s *Store) redriven(group string, dead *MessageExt, c *Message, r PutResult) {
 	if f := s.hooks.h.Redrive; f != nil {
-		f(hook.RedriveEvent{Group: group, DeadID: id, Message: c, Result: r})
+		f(hook.RedriveEvent{Group: group, DeadID: dead.MsgID, Dead: dead, Message: c, Result: r})
 	}
 }
 

@@ -285,7 +285,7 @@ func (s *Store) Redrive(ctx context.Context, group, id string) (SendResult, erro
 		return SendResult{}, err
 	}
 	res := SendResult{Topic: c.Topic, PutResult: r}
-	s.redriven(group, id, &c, r)
+	s.redriven(group, m, &c, r)
 	err = s.awaitDurable(ctx, r.End())
 	if errors.Is(err, errs.ErrFlushTimeout) {
 		res.Status = FlushDiskTimeout

@@ -161,7 +161,7 @@ func openStore(fs vfs.FS, dir string, opts *Options, rebuild bool) (*Store, erro
 	putHex(s.uniqHex[:], uint64(s.uniqPrefix))
 	s.resyncWall()
 	s.jobs.New = func() any { return &putJob{s: s} }
-	s.hooks.init(o.Hooks, o.Logger)
+	s.hooks.init(s)
 	s.explicitSegment = opts != nil && opts.SegmentSize != 0
 	s.rebuild = rebuild
 	if err := s.open(); err != nil {

@@ -143,6 +143,8 @@ type RedriveEvent struct {
 	Group string
 	// DeadID is the ID of the message in the dead-letter topic.
 	DeadID string
+	// Dead is that message (read only).
+	Dead *message.MessageExt
 	// Message is the new message (read only).
 	Message *message.Message
 	// Result is where it went.

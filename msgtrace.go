@@ -217,7 +217,7 @@ func (t tracer) txDecided(e hook.TxEvent) {
 const maxTraceRecords = 4096
 
 // Trace returns the steps of the life of the message with ID msgID, in
-// the order they happened, from the trace topic (Options.MessageTrace): its
+// the order they happened (see orderKey), from the trace topic (Options.MessageTrace): its
 // sends, stored copies, deliveries, results, retries, death and re-drives,
 // and the life of a re-driven message after it. The ID may be that of any
 // copy (a retry, a dead letter). ErrNotFound when nothing was traced (the
@@ -234,6 +234,8 @@ func (s *Store) Trace(msgID string) ([]TraceEvent, error) {
 		return nil, fmt.Errorf("mqlite: trace of %s: no trace records (Options.MessageTrace): %w", msgID, errs.ErrNotFound)
 	}
 	type rec struct {
+		key int64
+		sub int
 		off int64
 		ev  TraceEvent
 	}
@@ -259,7 +261,8 @@ func (s *Store) Trace(msgID string) ([]TraceEvent, error) {
 			if err := json.Unmarshal(m.Body, &ev); err != nil {
 				continue // not one of ours
 			}
-			out = append(out, rec{m.CommitLogOffset, ev})
+			key, sub := orderKey(&ev, m.CommitLogOffset)
+			out = append(out, rec{key, sub, m.CommitLogOffset, ev})
 			for _, k := range []string{ev.UniqKey, ev.NewUniqKey} {
 				if k != "" && !asked[k] {
 					asked[k] = true
@@ -271,12 +274,36 @@ func (s *Store) Trace(msgID string) ([]TraceEvent, error) {
 	if len(out) == 0 {
 		return nil, fmt.Errorf("mqlite: trace of %s: %w", msgID, errs.ErrNotFound)
 	}
-	slices.SortFunc(out, func(a, b rec) int { return cmp.Compare(a.off, b.off) })
+	slices.SortFunc(out, func(a, b rec) int {
+		return cmp.Or(cmp.Compare(a.key, b.key), cmp.Compare(a.sub, b.sub), cmp.Compare(a.off, b.off))
+	})
 	evs := make([]TraceEvent, len(out))
 	for i, r := range out {
 		evs[i] = r.ev
 	}
 	return evs, nil
+}
+
+// orderKey places a trace record: a stored copy (and the re-drive that
+// stored it, just after) at the copy's own CommitLog offset, anything
+// else at its record's. Everything a copy causes (its delivery, a
+// consumer's result) is recorded after the copy is appended, so this
+// order holds even when a fast consumer records a delivery before the
+// sender records the store.
+func orderKey(ev *TraceEvent, recOff int64) (int64, int) {
+	id, sub := "", 0
+	switch ev.Type {
+	case TraceStored, TraceScheduled:
+		id = ev.MsgID
+	case TraceRedriven:
+		id, sub = ev.NewID, 1
+	}
+	if id != "" {
+		if off, err := message.ParseID(id); err == nil {
+			return off, sub
+		}
+	}
+	return recOff, 0
 }
 
 // traceRecords returns the visible trace records with key.

@@ -11,6 +11,7 @@
 //	/dlq?group=       a group's dead letters, with re-drive      (?from=)
 //	/message?id=      a message by ID
 //	/search?topic=&key=  messages by key
+//	/trace?id=        a message's life (mqlite.Options.MessageTrace)
 //	POST /redrive     re-drive a dead letter (Options.AllowWrites)
 //
 // Every list is paginated (Options.PageSize), so a store with tens of
@@ -161,7 +162,7 @@ func (h *Handler) routes() {
 	h.mux = http.NewServeMux()
 	pages := map[string]view{
 		"overview": h.overview, "topics": h.topics, "topic": h.topic, "groups": h.groups,
-		"group": h.group, "dlq": h.dlq, "message": h.message, "search": h.search,
+		"group": h.group, "dlq": h.dlq, "message": h.message, "search": h.search, "trace": h.trace,
 	}
 	for name, v := range pages {
 		path := "/" + name

@@ -202,8 +202,16 @@ func TestDashboardWrites(t *testing.T) {
 	require.Contains(t, body, "re-drive</button>")
 	require.Contains(t, body, h.Token())
 
-	before, err := f.s.MaxOffset("orders", 0)
-	require.NoError(t, err)
+	total := func() int64 {
+		var n int64
+		for q := range 3 {
+			m, err := f.s.MaxOffset("orders", q)
+			require.NoError(t, err)
+			n += m
+		}
+		return n
+	}
+	before := total()
 	post := func(v url.Values, hdr map[string]string) int {
 		req, err := http.NewRequest("POST", on.URL+"/redrive", strings.NewReader(v.Encode()))
 		require.NoError(t, err)
@@ -223,15 +231,11 @@ func TestDashboardWrites(t *testing.T) {
 	code, _ := get(t, on.URL+"/redrive?"+withTok.Encode())
 	require.Equal(t, http.StatusMethodNotAllowed, code)
 	require.NoError(t, f.s.WaitVisible(context.Background()))
-	after, err := f.s.MaxOffset("orders", 0)
-	require.NoError(t, err)
-	require.Equal(t, before, after, "nothing re-driven yet")
+	require.Equal(t, before, total(), "nothing re-driven yet")
 
 	require.Equal(t, http.StatusSeeOther, post(withTok, map[string]string{"Sec-Fetch-Site": "same-origin"}))
 	require.NoError(t, f.s.WaitVisible(context.Background()))
-	after, err = f.s.MaxOffset("orders", 0)
-	require.NoError(t, err)
-	require.Equal(t, before+1, after)
+	require.Equal(t, before+1, total())
 	bad := url.Values{"group": {"billing"}, "id": {"nope"}, "token": {h.Token()}}
 	require.Equal(t, http.StatusBadRequest, post(bad, nil))
 }
@@ -321,4 +325,31 @@ func TestDashboardRates(t *testing.T) {
 	clk.Advance(2 * time.Second)
 	getJSON(t, srv.URL+"/api/topic?name=r", &tp)
 	require.InDelta(t, 5.0, tp.Queues[0].Rate, 0.001)
+}
+
+// TestDashboardTrace: the trace view lists a traced message's steps, and
+// says 404 when the store keeps no trace.
+func TestDashboardTrace(t *testing.T) {
+	s, err := mqlite.Open("/d", &mqlite.Options{InMemory: true, MessageTrace: true})
+	require.NoError(t, err)
+	defer s.Close()
+	ctx := context.Background()
+	r, err := s.Put(ctx, &mqlite.Message{Topic: "orders", Keys: []string{evil}, Body: []byte("x")}, 0)
+	require.NoError(t, err)
+	require.NoError(t, s.WaitVisible(ctx))
+	srv := serve(t, s, nil)
+	var tp TracePage
+	getJSON(t, srv.URL+"/api/trace?id="+r.MsgID(), &tp)
+	require.Len(t, tp.Events, 2)
+	require.Equal(t, mqlite.TraceStored, tp.Events[0].Type)
+	require.Equal(t, mqlite.TraceSent, tp.Events[1].Type)
+	code, body := get(t, srv.URL+"/trace?id="+r.MsgID())
+	require.Equal(t, http.StatusOK, code)
+	require.Equal(t, 2, strings.Count(body, `<tr class="step"`))
+	require.Contains(t, body, `data-type="sent"`)
+
+	f := newFixture(t)
+	plain := serve(t, f.s, nil)
+	code, _ = get(t, plain.URL+"/api/trace?id="+f.evilID)
+	require.Equal(t, http.StatusNotFound, code)
 }

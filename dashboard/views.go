@@ -334,3 +334,18 @@ func (h *Handler) search(r *http.Request) (any, error) {
 	}
 	return out, nil
 }
+
+// TracePage is a message's life from the message trace.
+type TracePage struct {
+	ID     string              `json:"id"`
+	Events []mqlite.TraceEvent `json:"events"`
+}
+
+func (h *Handler) trace(r *http.Request) (any, error) {
+	id := r.URL.Query().Get("id")
+	evs, err := h.s.Trace(id)
+	if err != nil {
+		return nil, err
+	}
+	return TracePage{ID: id, Events: evs}, nil
+}

@@ -40,6 +40,10 @@ func TestTraceCommand(t *testing.T) {
 	require.Contains(t, lines[2], "delivered")
 	require.Contains(t, lines[2], "group=billing")
 
+	ro, stderr, code := runTool(t, "-dir", dir, "-readonly", "trace", r.MsgID())
+	require.Equal(t, 0, code, stderr)
+	require.Equal(t, out, ro, "the same read-only")
+
 	out, stderr, code = runTool(t, "-dir", dir, "-json", "trace", r.MsgID())
 	require.Equal(t, 0, code, stderr)
 	var evs []mqlite.TraceEvent

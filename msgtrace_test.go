@@ -3,6 +3,7 @@ package mqlite
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"testing"
 	"time"
 
@@ -124,4 +125,24 @@ func TestMessageTraceOff(t *testing.T) {
 	_, err = s.Trace(r.MsgID())
 	require.ErrorIs(t, err, ErrNotFound)
 	require.Zero(t, s.topics.Queues(TraceTopic))
+}
+
+// TestMessageTraceFlushSync: with FlushSync (which shows readers synced
+// records only) the trace records become visible without another send.
+func TestMessageTraceFlushSync(t *testing.T) {
+	s, err := Open(t.TempDir(), &Options{Flush: FlushSync, MessageTrace: true, SegmentSize: 1 << 20})
+	require.NoError(t, err)
+	defer s.Close()
+	r, err := s.Put(context.Background(), &Message{Topic: "orders", Body: []byte("x")}, 0)
+	require.NoError(t, err)
+	var evs []TraceEvent
+	for len(evs) < 2 { // no WaitVisible: the store's own syncs must cover them
+		evs, err = s.Trace(r.MsgID())
+		if err != nil {
+			require.ErrorIs(t, err, ErrNotFound)
+		}
+		runtime.Gosched()
+	}
+	require.Len(t, evs, 2)
+	require.Equal(t, TraceSent, evs[1].Type)
 }

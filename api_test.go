@@ -22,7 +22,7 @@ var updateAPI = flag.Bool("update-api", false, "rewrite testdata/api/*.txt from 
 // testdata/api, so that a change to it is deliberate: a removal or a
 // changed signature fails TestExportedAPI until the list is rewritten
 // with -update-api (and the change noted in CHANGELOG.md).
-var apiPackages = []string{".", "commitlog", "consumequeue", "indexfile", "consumer", "producer", "message", "txn", "topic", "filter", "clock", "flush", "delay"}
+var apiPackages = []string{".", "commitlog", "consumequeue", "indexfile", "consumer", "producer", "message", "txn", "topic", "filter", "clock", "flush", "delay", "hook", "dashboard"}
 
 func TestExportedAPI(t *testing.T) {
 	for _, dir := range apiPackages {

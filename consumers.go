@@ -101,6 +101,7 @@ func (s *Store) NewPushConsumer(group string, opts ConsumerOptions) (*PushConsum
 	if err := s.ensureRetryTopic(group, opts); err != nil {
 		return nil, err
 	}
+	opts.Hooks = s.hooks.merge(opts.Hooks)
 	return s.consumers.NewPushConsumer(group, opts)
 }
 
@@ -110,6 +111,7 @@ func (s *Store) NewPullConsumer(group string, opts ConsumerOptions) (*PullConsum
 	if err := s.ensureRetryTopic(group, opts); err != nil {
 		return nil, err
 	}
+	opts.Hooks = s.hooks.merge(opts.Hooks)
 	return s.consumers.NewPullConsumer(group, opts)
 }
 

@@ -239,6 +239,19 @@ type Options struct {
 	// deleted data (DiskFullDeleteOldest, MaxStoreBytes) go to
 	// slog.Default when it is nil, so that no loss is silent.
 	Logger *slog.Logger
+	// Hooks intercept the store's message events (see package hook):
+	// every send, stored record, retry, death, re-drive and transaction
+	// decision, and every delivery of every consumer (before the
+	// consumer's own ConsumerOptions.Hooks). A hook that panics is
+	// recovered, logged and counted in Stats.HookPanics. Unset: no cost.
+	Hooks Hooks
+	// MessageTrace records each message's life (sent, stored, delivered
+	// to a group's member, consumed or failed, retried, dead-lettered,
+	// re-driven, transaction decided) in the system topic TraceTopic,
+	// for Store.Trace and `mqlite trace`. Each step is one more small
+	// record in the CommitLog (a send and a consumption: four); the
+	// records age out with retention like any topic's. Off by default.
+	MessageTrace bool
 }
 
 // Default sizes of a store's files, chosen so that a small store takes

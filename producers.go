@@ -47,6 +47,7 @@ func (s *Store) NewProducer(opts ProducerOptions) (*Producer, error) {
 	if err := s.writable("new producer"); err != nil {
 		return nil, err
 	}
+	opts.Hooks = s.hooks.merge(opts.Hooks)
 	p, err := producer.New(producerStore{s}, opts)
 	return registered(s, p, err)
 }

@@ -291,7 +291,8 @@ func TestFlushTimeoutIsAStatus(t *testing.T) {
 		}
 		return nil
 	})
-	p := newProducer(t, s, ProducerOptions{})
+	// No retries: a retry would wait for the blocked sync again.
+	p := newProducer(t, s, ProducerOptions{RetryTimesWhenSendFailed: -1})
 	type out struct {
 		r   SendResult
 		err error

@@ -250,6 +250,14 @@ func (s *Store) releaseJob(j *putJob) {
 // nothing. m must not be modified until Put returns. Producers (see
 // NewProducer) add queue selection, async sends and compression.
 func (s *Store) Put(ctx context.Context, m *Message, queue int) (PutResult, error) {
+	if s.hooks.h.Sends() {
+		return s.putHooked(ctx, m, queue)
+	}
+	return s.put(ctx, m, queue)
+}
+
+// put is Put without the send hooks.
+func (s *Store) put(ctx context.Context, m *Message, queue int) (PutResult, error) {
 	if err := s.enter(ctx, "put"); err != nil {
 		return PutResult{}, err
 	}
@@ -301,6 +309,7 @@ func (s *Store) appendChecked(ctx context.Context, m *Message, queue int, c putC
 		return PutResult{}, err
 	}
 	res := s.result(j, off)
+	s.stored(j.m, j.topic(), res)
 	s.releaseJob(j)
 	s.metrics.puts.Add(1)
 	if s.dedup != nil && m.DedupID != "" {
@@ -322,6 +331,14 @@ func (s *Store) awaitDurable(ctx context.Context, end int64) error { return s.du
 // all of them or none, and with FlushSync they share one sync. If any
 // message is invalid nothing is stored.
 func (s *Store) PutBatch(ctx context.Context, msgs []*Message, queue int) ([]PutResult, error) {
+	if s.hooks.h.Sends() {
+		return s.putBatchHooked(ctx, msgs, queue)
+	}
+	return s.putBatch(ctx, msgs, queue)
+}
+
+// putBatch is PutBatch without the send hooks.
+func (s *Store) putBatch(ctx context.Context, msgs []*Message, queue int) ([]PutResult, error) {
 	if err := s.enter(ctx, "put batch"); err != nil {
 		return nil, err
 	}
@@ -371,6 +388,7 @@ func (s *Store) appendBatch(ctx context.Context, msgs []*Message, queue int, val
 	off := first
 	for i, j := range jobs {
 		res[i] = s.result(j, off)
+		s.stored(j.m, j.topic(), res[i])
 		off += int64(res[i].Size)
 	}
 	s.metrics.puts.Add(int64(len(res)))

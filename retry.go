@@ -141,7 +141,7 @@ func (s *Store) SendBack(ctx context.Context, group string, m *MessageExt) error
 		if dead, err := s.inDLQ(ctx, c.Topic, c.UniqKey, c.BornTimestamp); err != nil || dead {
 			return err
 		}
-		return s.putSystem(ctx, &c, 0)
+		return s.sentBack(group, m, &c, 0, s.putSystem(ctx, &c, 0))
 	}
 	// A crash between this send-back and the consumer's commit delivers m
 	// again: do not start a second retry chain.
@@ -158,7 +158,7 @@ func (s *Store) SendBack(ctx context.Context, group string, m *MessageExt) error
 	} else {
 		c.DeliverAt = s.opts.Clock.Now().Add(delay)
 	}
-	return s.putSystem(ctx, &c, 0) // routed through the schedule or timer topic
+	return s.sentBack(group, m, &c, delay, s.putSystem(ctx, &c, 0)) // routed through the schedule or timer topic
 }
 
 // inDLQ reports whether the dead-letter topic already holds the message
@@ -285,6 +285,7 @@ func (s *Store) Redrive(ctx context.Context, group, id string) (SendResult, erro
 		return SendResult{}, err
 	}
 	res := SendResult{Topic: c.Topic, PutResult: r}
+	s.redriven(group, m, &c, r)
 	err = s.awaitDurable(ctx, r.End())
 	if errors.Is(err, errs.ErrFlushTimeout) {
 		res.Status = FlushDiskTimeout

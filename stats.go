@@ -39,6 +39,9 @@ type Stats struct {
 	Disk DiskStats
 	// Dedup describes the dedup window (Message.DedupID).
 	Dedup DedupStats
+	// HookPanics counts hook calls (Options, ProducerOptions and
+	// ConsumerOptions Hooks) that panicked and were recovered.
+	HookPanics int64
 }
 
 // DiskStats are the use of the volume holding the store, counted as df
@@ -130,6 +133,7 @@ func (s *Store) Stats() (Stats, error) {
 	st.Throughput = s.metrics.snapshot(s)
 	st.Requests = s.replies.stats()
 	st.Dedup = s.dedupStats()
+	st.HookPanics = s.hooks.panics.Load()
 	st.Retention = RetentionStats{EarlySegments: s.early.segments.Load(), EarlyBytes: s.early.bytes.Load()}
 	if used, total, ok, err := vfs.Usage(s.fs, s.dir); err == nil && ok {
 		st.Disk = DiskStats{Known: true, Used: used, Total: total, Ratio: float64(used) / float64(total)}

@@ -52,6 +52,7 @@ type Store struct {
 	consumers   *consumer.Manager
 	guard       guard
 	metrics     metrics
+	hooks       storeHooks                             // Options.Hooks, wrapped to recover panics
 	lossLog     *slog.Logger                           // warnings about deleted data: Options.Logger or slog.Default
 	early       struct{ segments, bytes atomic.Int64 } // RetentionStats
 
@@ -131,6 +132,7 @@ func openStore(fs vfs.FS, dir string, opts *Options, rebuild bool) (*Store, erro
 	putHex(s.uniqHex[:], uint64(s.uniqPrefix))
 	s.resyncWall()
 	s.jobs.New = func() any { return &putJob{s: s} }
+	s.hooks.init(s)
 	s.explicitSegment = opts != nil && opts.SegmentSize != 0
 	s.rebuild = rebuild
 	if err := s.open(); err != nil {

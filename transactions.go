@@ -96,6 +96,7 @@ func (t txnHost) Append(ctx context.Context, m *message.Message, queue int) (mes
 	if err != nil {
 		return res, err
 	}
+	t.s.txDecided(ctx, m)
 	return res, t.s.awaitDurable(ctx, res.End())
 }
 

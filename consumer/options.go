@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/mqlite/mqlite/clock"
+	"github.com/mqlite/mqlite/hook"
 	"github.com/mqlite/mqlite/vfs"
 )
 
@@ -210,6 +211,10 @@ type Options struct {
 	// consumer's Seek ends. The message is lost to the group: off by
 	// default.
 	SkipDamaged bool
+	// Hooks intercept this consumer's deliveries (BeforeConsume,
+	// AfterConsume; see package hook). A Store's consumers also run the
+	// store's Options.Hooks.
+	Hooks hook.Hooks
 }
 
 // String prints the options.

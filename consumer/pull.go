@@ -219,7 +219,7 @@ func (c *PullConsumer) poll(ctx context.Context, max int, wait bool) ([]*message
 			if m.pool != nil {
 				m.swapPolled(out)
 			}
-			return out, nil
+			return out, m.polledHook(ctx, out)
 		}
 		if !wait {
 			return nil, nil

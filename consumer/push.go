@@ -355,7 +355,7 @@ func (m *member) invoke(ctx context.Context, batch []*message.MessageExt) (res C
 			res = ReconsumeLater
 		}
 	}()
-	if res = m.h(ctx, batch); res != ConsumeSuccess {
+	if res = m.handle(ctx, batch); res != ConsumeSuccess {
 		res = ReconsumeLater
 	}
 	return res

@@ -23,6 +23,14 @@ func (p *Producer) SendBatch(ctx context.Context, msgs []*message.Message) ([]Se
 	if p == nil {
 		return nil, errs.NilReceiver("producer.Producer")
 	}
+	if p.opts.Hooks.Sends() {
+		return p.sendBatchHooked(ctx, msgs)
+	}
+	return p.sendBatch(ctx, msgs)
+}
+
+// sendBatch is SendBatch without hooks.
+func (p *Producer) sendBatch(ctx context.Context, msgs []*message.Message) ([]SendResult, error) {
 	if err := errs.CheckContext(ctx, "mqlite/producer: send batch"); err != nil {
 		return nil, err
 	}

@@ -21,6 +21,7 @@ import (
 
 	"github.com/cespare/xxhash/v2"
 
+	"github.com/mqlite/mqlite/hook"
 	"github.com/mqlite/mqlite/internal/errs"
 	"github.com/mqlite/mqlite/message"
 )
@@ -104,6 +105,9 @@ type Options struct {
 	// clock, doubling with each retry up to 8 times; 0: 100 ms
 	// (DefaultRetryBackoff). A ctx that ends stops the retries.
 	RetryBackoff time.Duration
+	// Hooks intercept this producer's sends (BeforeSend, AfterSend; see
+	// package hook). A Store's producers also run the store's Options.Hooks.
+	Hooks hook.Hooks
 }
 
 // SendStatus is the outcome of a send that stored its message.
@@ -227,11 +231,11 @@ func finish(res SendResult, err error) (SendResult, error) {
 	return res, err
 }
 
-// store sends m through the sink, doing what w says about durability.
-// A message not stored returns a zero result; one stored with a
-// durability error (ErrFlushTimeout: Status FlushDiskTimeout) returns its
-// result with the error.
-func (p *Producer) store(ctx context.Context, m *message.Message, w Wait) (SendResult, error) {
+// storeMsg sends m through the sink, doing what w says about durability
+// (store runs the hooks around it). A message not stored returns a zero
+// result; one stored with a durability error (ErrFlushTimeout: Status
+// FlushDiskTimeout) returns its result with the error.
+func (p *Producer) storeMsg(ctx context.Context, m *message.Message, w Wait) (SendResult, error) {
 	if p.async.closed.Load() {
 		return SendResult{}, fmt.Errorf("mqlite/producer: send: %w", errs.ErrClosed)
 	}

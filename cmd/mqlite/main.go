@@ -86,6 +86,8 @@ var commands = []*command{
 	{name: "stats", summary: "CommitLog positions, queue offsets, consumer lag, pending transactions", setup: statsCmd},
 	{name: "consumers", summary: "consumer groups: members, subscriptions, committed offsets and lag", setup: consumersCmd},
 	{name: "get", args: "<msgID>", summary: "print one message by ID", setup: noFlags(runGet), minArgs: 1, maxArgs: 1},
+	{name: "trace", args: "<msgID>", summary: "print a message's life (sent, delivered, retried, dead, re-driven) from the message trace",
+		setup: noFlags(runTrace), minArgs: 1, maxArgs: 1},
 	{name: "query", summary: "find messages of a topic by key (IndexFile), newest first", setup: queryCmd},
 	{name: "print", summary: "print messages of a queue from an offset or a time", setup: printCmd},
 	{name: "tail", summary: "print the last messages of a queue", setup: tailCmd},

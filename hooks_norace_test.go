@@ -1,0 +1,5 @@
+//go:build !race
+
+package mqlite
+
+const raceEnabled = false

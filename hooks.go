@@ -82,31 +82,8 @@ func (s *Store) putHooked(ctx context.Context, m *Message, queue int) (PutResult
 
 // putBatchHooked is PutBatch with the send hooks around it.
 func (s *Store) putBatchHooked(ctx context.Context, msgs []*Message, queue int) ([]PutResult, error) {
-	h := &s.hooks.h
-	start := time.Now()
-	ctxs := make([]context.Context, len(msgs))
-	for i, m := range msgs {
-		ctxs[i] = ctx
-		if m != nil {
-			ctxs[i] = h.BeforeSendCtx(ctx, m)
-		}
-	}
-	res, err := s.putBatch(ctx, msgs, queue)
-	if h.AfterSend == nil {
-		return res, err
-	}
-	d := time.Since(start)
-	for i, m := range msgs {
-		if m == nil {
-			continue
-		}
-		e := hook.SendEvent{Message: m, Err: err, Duration: d, Batch: len(msgs)}
-		if i < len(res) {
-			e.Result = res[i]
-		}
-		h.AfterSend(ctxs[i], e)
-	}
-	return res, err
+	return hook.AroundBatch(&s.hooks.h, ctx, msgs, func() ([]PutResult, error) { return s.putBatch(ctx, msgs, queue) },
+		func(r PutResult) PutResult { return r })
 }
 
 // stored runs the Stored hook for an appended record.

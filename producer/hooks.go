@@ -29,29 +29,6 @@ func (p *Producer) store(ctx context.Context, m *message.Message, w Wait) (SendR
 // sendBatchHooked is sendBatch with BeforeSend run for every message in
 // order, then AfterSend for every message.
 func (p *Producer) sendBatchHooked(ctx context.Context, msgs []*message.Message) ([]SendResult, error) {
-	h := &p.opts.Hooks
-	start := time.Now()
-	ctxs := make([]context.Context, len(msgs))
-	for i, m := range msgs {
-		ctxs[i] = ctx
-		if m != nil {
-			ctxs[i] = h.BeforeSendCtx(ctx, m)
-		}
-	}
-	out, err := p.sendBatch(ctx, msgs)
-	if h.AfterSend == nil {
-		return out, err
-	}
-	d := time.Since(start)
-	for i, m := range msgs {
-		if m == nil {
-			continue
-		}
-		e := hook.SendEvent{Message: m, Err: err, Duration: d, Batch: len(msgs)}
-		if i < len(out) {
-			e.Result = out[i].PutResult
-		}
-		h.AfterSend(ctxs[i], e)
-	}
-	return out, err
+	return hook.AroundBatch(&p.opts.Hooks, ctx, msgs, func() ([]SendResult, error) { return p.sendBatch(ctx, msgs) },
+		func(r SendResult) message.PutResult { return r.PutResult })
 }

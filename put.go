@@ -297,6 +297,7 @@ func (s *Store) append(ctx context.Context, m *Message, queue int, sys, validate
 // interval, as RocketMQ's does by default (wakeFlushWhenPutMessage false),
 // instead of syncing again after every few pages.
 func (s *Store) kick() {
+	s.repl.appended()
 	if s.groupCommit == nil || s.opts.ReadUncommitted {
 		s.disp.notifySender()
 	}
@@ -307,15 +308,18 @@ func (s *Store) kick() {
 
 // awaitDurable applies the flush mode to data ending at end.
 func (s *Store) awaitDurable(ctx context.Context, end int64) error {
+	s.repl.appended()
 	if s.groupCommit == nil || s.opts.ReadUncommitted {
 		s.disp.notifySender()
 	}
 	if s.groupCommit != nil {
 		// No Kick: registering starts the sync, or ends the group
 		// commit's wait for the other senders to come back.
-		return s.groupCommit.Wait(ctx, end)
+		if err := s.groupCommit.Wait(ctx, end); err != nil {
+			return err
+		}
 	}
-	return nil
+	return s.repl.await(ctx, end) // ReplicationSync (replication.go)
 }
 
 // PutBatch stores msgs in one queue as one contiguous append: readers see

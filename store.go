@@ -70,6 +70,7 @@ type Store struct {
 	retDone         chan struct{}
 
 	replies replyRouter // request-reply: see reply.go
+	repl    replication // replication.go
 
 	handles struct { // producers and consumers, closed by Close
 		sync.Mutex
@@ -162,6 +163,9 @@ func openStore(fs vfs.FS, dir string, opts *Options, rebuild bool) (*Store, erro
 	s.jobs.New = func() any { return &putJob{s: s} }
 	s.explicitSegment = opts != nil && opts.SegmentSize != 0
 	s.rebuild = rebuild
+	if err := s.initReplication(); err != nil {
+		return nil, err
+	}
 	if err := s.open(); err != nil {
 		s.abortOpen()
 		return nil, err
@@ -172,8 +176,10 @@ func openStore(fs vfs.FS, dir string, opts *Options, rebuild bool) (*Store, erro
 		s.retQuit, s.retDone = make(chan struct{}), make(chan struct{})
 		go s.retentionLoop()
 	}
-	s.sched.start()
-	s.timers.start()
+	if s.repl.servicesRunning() { // not on a replica (replica_promote.go)
+		s.sched.start()
+		s.timers.start()
+	}
 	if err := s.txn.Start(); err != nil {
 		s.Close()
 		return nil, err
@@ -561,11 +567,15 @@ func (s *Store) Close() error {
 			s.closeErr = s.closeReadOnly()
 			return
 		}
+		s.repl.close()
 		cErr := s.consumers.Close()
 		hErr := s.closeHandles()
 		txErr := s.txn.Close()
-		s.timers.stop()
-		schedErr := s.sched.stop()
+		var schedErr error
+		if s.repl.servicesRunning() {
+			s.timers.stop()
+			schedErr = s.sched.stop()
+		}
 		s.stopGuard()
 		if s.retQuit != nil {
 			close(s.retQuit)

@@ -306,8 +306,17 @@ func (s *Store) kick() {
 	}
 }
 
-// awaitDurable applies the flush mode to data ending at end.
+// awaitDurable applies the flush mode and the replication mode to data
+// ending at end.
 func (s *Store) awaitDurable(ctx context.Context, end int64) error {
+	if err := s.awaitLocal(ctx, end); err != nil {
+		return err
+	}
+	return s.repl.await(ctx, end) // ReplicationSync (replication.go)
+}
+
+// awaitLocal applies the flush mode to data ending at end.
+func (s *Store) awaitLocal(ctx context.Context, end int64) error {
 	s.repl.appended()
 	if s.groupCommit == nil || s.opts.ReadUncommitted {
 		s.disp.notifySender()
@@ -315,11 +324,9 @@ func (s *Store) awaitDurable(ctx context.Context, end int64) error {
 	if s.groupCommit != nil {
 		// No Kick: registering starts the sync, or ends the group
 		// commit's wait for the other senders to come back.
-		if err := s.groupCommit.Wait(ctx, end); err != nil {
-			return err
-		}
+		return s.groupCommit.Wait(ctx, end)
 	}
-	return s.repl.await(ctx, end) // ReplicationSync (replication.go)
+	return nil
 }
 
 // PutBatch stores msgs in one queue as one contiguous append: readers see

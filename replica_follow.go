@@ -281,9 +281,12 @@ func (s *Store) cutTail(to int64) error {
 		err = errors.Join(d.cq.TruncateAfterPhys(to), d.idx.TruncateAfterPhys(to))
 	}
 	if err == nil {
-		d.next = min(d.next, to)
+		// The IndexFile drops whole files past the cut: re-dispatch
+		// from its end, as Open does (the ConsumeQueue takes the
+		// entries it holds again unchanged).
+		d.next = max(min(d.next, to, d.idx.EndPhyOffset()), s.log.MinOffset())
 		d.mu.Lock()
-		d.mu.dispatched = min(d.mu.dispatched, to)
+		d.mu.dispatched = min(d.mu.dispatched, d.next)
 		d.published.Store(d.mu.dispatched)
 		d.mu.Unlock()
 	}

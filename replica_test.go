@@ -51,6 +51,18 @@ func openReplica(t *testing.T, fs vfs.FS, dir string, o *Options) *Store {
 	return s
 }
 
+// linkEnd runs ServeReplica on p and ReplicateFrom on r over a net.Pipe
+// until both return by themselves (a refusal), and returns their errors.
+func linkEnd(p, r *Store) (perr, rerr error) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	a, b := net.Pipe()
+	pe := make(chan error, 1)
+	go func() { pe <- p.ServeReplica(ctx, a) }()
+	rerr = r.ReplicateFrom(ctx, b)
+	return <-pe, rerr
+}
+
 // caughtUp waits until r holds and has dispatched everything p stored.
 func caughtUp(t *testing.T, p, r *Store) int64 {
 	t.Helper()

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -145,4 +146,66 @@ func TestReplicaRefusals(t *testing.T) {
 		require.NoError(t, a.log.TruncateTo(res[5].Offset))
 		refused(a, b, ErrReplicaDiverged)
 	})
+}
+
+// TestConsumersResumeAfterPromote: a group consumes part of a queue on
+// the primary; the replica receives its offsets with the metadata; after
+// Promote a consumer of the group starts where the primary's left off,
+// and a delayed message stored on the primary is delivered by the
+// promoted replica's scheduler.
+func TestConsumersResumeAfterPromote(t *testing.T) {
+	ctx := context.Background()
+	clk := clock.NewFake(t0)
+	o := replOpts(clk, Options{})
+	p, err := openFS(vfs.NewMem(), "/p", o)
+	require.NoError(t, err)
+	defer p.Close()
+	require.NoError(t, p.CreateTopic("orders", TopicConfig{Queues: 2}))
+	putTagged(t, p, "m", 20)
+	_, err = p.Put(ctx, &Message{Topic: "orders", DelayLevel: 3, Body: []byte("delayed")}, 0)
+	require.NoError(t, err)
+	pc, err := p.NewPullConsumer("g", ConsumerOptions{ConsumeFromWhere: ConsumeFromFirstOffset})
+	require.NoError(t, err)
+	require.NoError(t, pc.Assign("orders", nil, 0))
+	for got := 0; got < 6; {
+		ms, err := pc.Poll(ctx, 6-got)
+		require.NoError(t, err)
+		got += len(ms)
+	}
+	require.NoError(t, pc.Commit())
+	require.NoError(t, pc.Close())
+
+	r := openReplica(t, vfs.NewMem(), "/r", o)
+	defer r.Close()
+	// The session sends the metadata first, then the CommitLog: once
+	// caught up, the replica holds the offsets as they were at connect.
+	stop := link(p, r, nil)
+	caughtUp(t, p, r)
+	stop()
+	_, err = r.NewPullConsumer("g", ConsumerOptions{})
+	require.ErrorIs(t, err, ErrReplica, "no consumers on a replica before Promote")
+	require.NoError(t, p.Close())
+
+	require.NoError(t, r.Promote())
+	rc, err := r.NewPullConsumer("g", ConsumerOptions{ConsumeFromWhere: ConsumeFromFirstOffset})
+	require.NoError(t, err)
+	defer rc.Close()
+	require.NoError(t, rc.Assign("orders", nil, 0))
+	ms, err := rc.Poll(ctx, 1)
+	require.NoError(t, err)
+	require.Equal(t, "m-12", string(ms[0].Body), "resumes at the committed offset")
+	require.EqualValues(t, 6, ms[0].QueueOffset)
+	// The delayed message falls due on the new primary.
+	clk.Advance(time.Minute)
+	require.NoError(t, r.Settle(ctx))
+	var bodies []string
+	for m, err := range r.Messages("orders", 0, 0) {
+		require.NoError(t, err)
+		bodies = append(bodies, string(m.Body))
+	}
+	require.Contains(t, bodies, "delayed")
+	// Sends are taken.
+	res, err := r.Put(ctx, &Message{Topic: "orders", Body: []byte("after")}, 0)
+	require.NoError(t, err)
+	require.EqualValues(t, 11, res.QueueOffset)
 }

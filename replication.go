@@ -58,7 +58,7 @@ import (
 // their offsets (at-least-once; redelivery bounded by the persist
 // interval plus MetadataInterval). Before Promote a replica's consumer
 // groups are read-only (offsets as of its Open; new consumers fail with
-// ErrReadOnly); read with Messages, ReadQueue, MessageByID and
+// ErrReplica); read with Messages, ReadQueue, MessageByID and
 // MessagesByKey.
 //
 // Limits: no cascading (a replica does not serve replicas); a new replica

@@ -212,6 +212,7 @@ func (s *Store) receive(ctx context.Context, br *bufio.Reader, w io.Writer, prim
 			if err := s.applyMetadata(body, last); err != nil {
 				return err
 			}
+			s.repl.saveState(fr.primaryEnd)
 		case frameChunk:
 			if len(body) > 0 {
 				if err := s.appendChunk(fr.offset, body); err != nil {

@@ -277,6 +277,7 @@ func (s *Store) stream(ctx context.Context, bw *bufio.Writer, ss *session, next 
 			err = writeFrame(bw, frameChunk, next, end, nil)
 		case <-meta.C():
 			err = s.sendMetadata(bw)
+			s.repl.saveState(0)
 		case <-ackDone:
 			return nil
 		case <-ctx.Done():

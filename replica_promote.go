@@ -43,6 +43,7 @@ func (s *Store) Promote() error {
 	if err := s.startServices(); err != nil {
 		return fmt.Errorf("mqlite: promote: %w", err)
 	}
+	s.repl.saveState(0)
 	s.opts.Logger.Info("mqlite: promoted to primary", "end", s.log.WrotePosition())
 	return nil
 }

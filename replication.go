@@ -76,6 +76,8 @@ type replication struct {
 	live atomic.Pointer[[]*session]
 	quit chan struct{} // closed by Close
 	wg   sync.WaitGroup
+	// stateMu serialises writes of the replication state file.
+	stateMu sync.Mutex
 
 	mu struct {
 		sync.Mutex

@@ -49,6 +49,14 @@
 // are as far as the owner had dispatched them, and every write call fails
 // with ErrReadOnly (see readonly.go).
 //
+// Replication (replication.go) copies a primary's CommitLog to replicas
+// byte for byte over a stream the caller supplies (ServeReplica on the
+// primary, ReplicateFrom on a store opened with Options.Role Replica;
+// package replication has TCP helpers). A replica builds its own indexes,
+// serves reads and refuses writes with ErrReplica; ReplicationSync makes a
+// send wait for in-sync replicas; Promote fails over, and epochs cut a
+// returning old primary's unreplicated tail.
+//
 // # Data path
 //
 // A send validates the message (package message), takes the CommitLog's one
@@ -101,6 +109,7 @@
 //	  config/       topics, consumer groups and offsets, delay and transaction progress
 //	                (JSON behind a magic, version and CRC32-C header, replaced atomically)
 //	  timer/        pending deliver-at timers, one file per due minute
+//	  epochs        store ID and primary terms, once the store replicates (epoch.go)
 //
 // Files are created owner-only (0600, directories 0700) unless
 // Options.FileMode widens them. With the default sizes a small store takes
@@ -224,7 +233,7 @@
 // (derived indexes, usable alone), flush (group commit and periodic
 // flush), message (message model, payload layout, IDs), topic (registry
 // and names), producer, consumer, filter, txn, clock (injectable time),
-// vfs (the public file seam, with the in-memory and fault-injecting
+// replication (TCP transport for replication), vfs (the public file seam, with the in-memory and fault-injecting
 // implementations; Options.FS runs a Store on any of them, for your own
 // fault and power-loss tests), cmd/mqlite (the admin tool), bench (a
 // separate module comparing mqlite with its peers). examples/quickstart is

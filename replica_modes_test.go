@@ -159,3 +159,40 @@ func TestReplicationSyncTooFarBehindIsNotInSync(t *testing.T) {
 	caughtUp(t, p, r)
 	require.True(t, p.Replicas()[0].InSync)
 }
+
+// TestRetentionKeepsWhatAnInSyncReplicaNeeds: with a replica attached and
+// stalled (but within MaxGap), retention past MaxStoreBytes keeps the
+// segments from the one holding the replica's acknowledged end; once the
+// replica catches up they go.
+func TestRetentionKeepsWhatAnInSyncReplicaNeeds(t *testing.T) {
+	ctx := context.Background()
+	o := replOpts(clock.Real, Options{MaxStoreBytes: 4 * 8 << 10, NoRecycle: true})
+	p, err := openFS(vfs.NewMem(), "/p", o)
+	require.NoError(t, err)
+	defer p.Close()
+	r := openReplica(t, vfs.NewMem(), "/r", o)
+	defer r.Close()
+	var sc *stallConn
+	stop := link(p, r, func(c io.ReadWriteCloser) io.ReadWriteCloser { sc = newStallConn(c); return sc })
+	defer stop()
+	_, err = p.Put(ctx, &Message{Topic: "t", Body: []byte("first")}, 0)
+	require.NoError(t, err)
+	caughtUp(t, p, r)
+	held := p.Replicas()[0].Written
+	sc.stall()
+	for i := range 300 {
+		_, err := p.Put(ctx, &Message{Topic: "t", Body: body(i)}, 0)
+		require.NoError(t, err)
+	}
+	require.NoError(t, p.WaitVisible(ctx))
+	require.Greater(t, len(p.log.Segments()), 5, "past MaxStoreBytes")
+	_, err = p.CleanExpired()
+	require.NoError(t, err)
+	require.LessOrEqual(t, p.log.MinOffset(), held, "the segment the replica needs is kept")
+	sc.resume()
+	caughtUp(t, p, r)
+	_, err = p.CleanExpired()
+	require.NoError(t, err)
+	require.Greater(t, p.log.MinOffset(), held, "then it goes")
+	require.LessOrEqual(t, len(p.log.Segments()), 5)
+}

@@ -18,7 +18,8 @@ type session struct {
 	syncAck bool          // the replica acknowledges flushed bytes
 	written atomic.Int64  // the replica's acknowledged end
 	flushed atomic.Int64
-	ready   atomic.Bool // streaming (counts for sync sends)
+	acks    atomic.Int64 // acknowledgements received
+	ready   atomic.Bool  // streaming (counts for sync sends)
 }
 
 func (ss *session) acked() int64 {
@@ -238,6 +239,7 @@ func (r *replication) readAcks(br *bufio.Reader, ss *session) error {
 		}
 		ss.written.Store(w)
 		ss.flushed.Store(f)
+		ss.acks.Add(1)
 		r.ackArrived()
 	}
 }

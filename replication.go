@@ -269,6 +269,7 @@ type ReplicaInfo struct {
 	Flushed int64 // how far it is flushed, as acknowledged
 	Lag     int64 // bytes the primary holds past Written
 	InSync  bool  // within ReplicationOptions.MaxGap
+	Acks    int64 // acknowledgements received (each covers every byte below Written)
 }
 
 // Replicas lists the replicas attached to this primary.
@@ -283,7 +284,7 @@ func (s *Store) Replicas() []ReplicaInfo {
 	out := make([]ReplicaInfo, 0, len(r.mu.sessions))
 	for _, ss := range r.mu.sessions {
 		w := ss.written.Load()
-		out = append(out, ReplicaInfo{ID: ss.id, Written: w, Flushed: ss.flushed.Load(), Lag: end - w,
+		out = append(out, ReplicaInfo{ID: ss.id, Written: w, Flushed: ss.flushed.Load(), Lag: end - w, Acks: ss.acks.Load(),
 			InSync: ss.ready.Load() && end-w <= s.opts.Replication.MaxGap})
 	}
 	return out

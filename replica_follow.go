@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"sync/atomic"
 
 	"github.com/mqlite/mqlite/commitlog"
 	"github.com/mqlite/mqlite/internal/errs"
@@ -14,9 +13,8 @@ import (
 
 // follower is a running ReplicateFrom.
 type follower struct {
-	cancel     context.CancelFunc
-	done       chan struct{}
-	primaryEnd atomic.Int64 // the primary's CommitLog end, as last heard
+	cancel context.CancelFunc
+	done   chan struct{}
 }
 
 // DivergenceReport says what a replica cut from its CommitLog when it
@@ -34,7 +32,7 @@ type ReplicationStatus struct {
 	Role       Role
 	Following  bool  // a ReplicateFrom is running
 	End        int64 // this store's CommitLog end
-	PrimaryEnd int64 // the primary's, as last heard (0 if never)
+	PrimaryEnd int64 // the primary's, as last heard by this process (0 if never)
 	// LastCut is what the last divergence repair cut (zero if none).
 	LastCut DivergenceReport
 }
@@ -44,12 +42,8 @@ func (s *Store) ReplicationStatus() ReplicationStatus {
 	r := &s.repl
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	st := ReplicationStatus{Role: s.Role(), End: s.log.WrotePosition(), LastCut: r.mu.cut}
-	if f := r.mu.follow; f != nil {
-		st.Following = true
-		st.PrimaryEnd = f.primaryEnd.Load()
-	}
-	return st
+	return ReplicationStatus{Role: s.Role(), End: s.log.WrotePosition(), LastCut: r.mu.cut,
+		Following: r.mu.follow != nil, PrimaryEnd: r.primaryEnd.Load()}
 }
 
 // ReplicateFrom makes this replica follow the primary at the other end
@@ -80,7 +74,7 @@ func (s *Store) ReplicateFrom(ctx context.Context, conn io.ReadWriteCloser) erro
 	}
 	defer s.repl.endFollow(f)
 	stop := s.repl.watch(fctx, conn)
-	err = s.follow(fctx, conn, f)
+	err = s.follow(fctx, conn)
 	stop()
 	if ctx.Err() == nil && fctx.Err() != nil {
 		select {
@@ -124,7 +118,7 @@ func (r *replication) endFollow(f *follower) {
 	r.wg.Done()
 }
 
-func (s *Store) follow(ctx context.Context, conn io.ReadWriteCloser, f *follower) error {
+func (s *Store) follow(ctx context.Context, conn io.ReadWriteCloser) error {
 	br := bufio.NewReaderSize(conn, 256<<10)
 	r := &s.repl
 	r.mu.Lock()
@@ -156,8 +150,8 @@ func (s *Store) follow(ctx context.Context, conn io.ReadWriteCloser, f *follower
 	if err := r.adoptEpochs(rp.id, rp.epochs); err != nil {
 		return err
 	}
-	f.primaryEnd.Store(rp.start)
-	return s.receive(ctx, br, conn, rp.epochs, f)
+	r.primaryEnd.Store(max(r.primaryEnd.Load(), rp.start))
+	return s.receive(ctx, br, conn, rp.epochs)
 }
 
 // adoptEpochs records the primary's ID and the epochs of its history that
@@ -195,7 +189,7 @@ func epochsEqual(a, b []Epoch) bool {
 }
 
 // receive appends the chunks the primary streams and acknowledges them.
-func (s *Store) receive(ctx context.Context, br *bufio.Reader, w io.Writer, primary []Epoch, f *follower) error {
+func (s *Store) receive(ctx context.Context, br *bufio.Reader, w io.Writer, primary []Epoch) error {
 	limit := int(s.opts.SegmentSize)
 	var buf []byte
 	last := map[string][]byte{}
@@ -206,7 +200,7 @@ func (s *Store) receive(ctx context.Context, br *bufio.Reader, w io.Writer, prim
 		if err != nil {
 			return fmt.Errorf("mqlite: replicate: %w", err)
 		}
-		f.primaryEnd.Store(fr.primaryEnd)
+		s.repl.primaryEnd.Store(fr.primaryEnd)
 		switch fr.kind {
 		case frameMeta:
 			if err := s.applyMetadata(body, last); err != nil {

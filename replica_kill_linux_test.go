@@ -19,18 +19,36 @@ import (
 
 var replCycles = flag.Int("repl.cycles", 5, "kill -9 cycles of TestReplicationSyncSurvivesPrimaryKill (CI: 50)")
 
-const replAddrEnv = "MQLITE_REPL_ADDR"
+const (
+	replAddrEnv = "MQLITE_REPL_ADDR"
+	replModeEnv = "MQLITE_REPL_MODE" // "sync" or "async"
+)
 
-func killReplOpts(role Role) *Options {
+func killReplOpts(role Role, mode ReplicationMode) *Options {
 	return &Options{Role: role, SegmentSize: 64 << 10, ConsumeQueueEntries: 4096, IndexSlots: 1024, IndexEntries: 8192,
-		Replication: ReplicationOptions{Mode: ReplicationSync, Timeout: 30 * time.Second}}
+		Replication: ReplicationOptions{Mode: mode, Timeout: 30 * time.Second}}
+}
+
+func envMode() ReplicationMode {
+	if os.Getenv(replModeEnv) == "async" {
+		return ReplicationAsync
+	}
+	return ReplicationSync
 }
 
 // TestReplicationSyncSurvivesPrimaryKill runs a ReplicationSync primary
 // and its replica in two child processes over TCP on 127.0.0.1, SIGKILLs
 // the primary after a random number of acknowledged sends, promotes the
-// replica, and checks that every acknowledged send is on it, in order.
-func TestReplicationSyncSurvivesPrimaryKill(t *testing.T) {
+// replica, and checks that every acknowledged send is on it.
+func TestReplicationSyncSurvivesPrimaryKill(t *testing.T) { replKillCycles(t, "sync") }
+
+// TestReplicationAsyncLosesOnlyTheTail is the same with ReplicationAsync:
+// acknowledged sends may be missing on the promoted replica, but only a
+// tail (none below the replica's end), and the replica reports how far
+// behind the primary it was when the stream broke.
+func TestReplicationAsyncLosesOnlyTheTail(t *testing.T) { replKillCycles(t, "async") }
+
+func replKillCycles(t *testing.T, mode string) {
 	if testing.Short() {
 		t.Skip("child processes")
 	}
@@ -39,10 +57,10 @@ func TestReplicationSyncSurvivesPrimaryKill(t *testing.T) {
 	for cycle := range *replCycles {
 		base := t.TempDir()
 		pdir, rdir := filepath.Join(base, "p"), filepath.Join(base, "r")
-		p, err := startChild(t, "TestReplKillPrimaryChild", pdir, nil)
+		p, err := startChild(t, "TestReplKillPrimaryChild", pdir, nil, replModeEnv+"="+mode)
 		require.NoError(t, err)
 		addr := p.expect("addr")[0]
-		r, err := startChild(t, "TestReplKillReplicaChild", rdir, nil, replAddrEnv+"="+addr)
+		r, err := startChild(t, "TestReplKillReplicaChild", rdir, nil, replAddrEnv+"="+addr, replModeEnv+"="+mode)
 		require.NoError(t, err)
 		p.expect("ready")
 		want := 1 + rng.IntN(300)
@@ -62,22 +80,35 @@ func TestReplicationSyncSurvivesPrimaryKill(t *testing.T) {
 				acked[off] = body
 			}
 		}
-		r.expect("ended")
+		ended := r.expect("ended")
 		r.wait()
+		rEnd, err1 := strconv.ParseInt(ended[0], 10, 64)
+		require.NoError(t, err1)
+		pEnd, err1 := strconv.ParseInt(ended[1], 10, 64)
+		require.NoError(t, err1)
+		require.GreaterOrEqual(t, pEnd, rEnd, "the replica reports its lag")
 
-		s, err := Open(rdir, killReplOpts(Replica))
+		s, err := Open(rdir, killReplOpts(Replica, ReplicationAsync))
 		require.NoError(t, err, "cycle %d (seed %d)", cycle, seed)
+		require.Equal(t, rEnd, s.log.WrotePosition())
 		require.NoError(t, s.Promote())
+		missing := 0
 		for off, body := range acked {
 			m, err := s.ReadAt(off)
-			require.NoError(t, err, "cycle %d (seed %d): acknowledged send at %d missing", cycle, seed, off)
+			if mode == "async" && off >= rEnd {
+				require.ErrorIs(t, err, ErrNotFound)
+				missing++
+				continue
+			}
+			require.NoError(t, err, "cycle %d (seed %d): acknowledged send at %d missing (replica end %d)", cycle, seed, off, rEnd)
 			require.Equal(t, body, string(m.Body), "cycle %d (seed %d)", cycle, seed)
 		}
 		rep, err := s.Verify(context.Background(), nil)
 		require.NoError(t, err)
 		require.True(t, rep.OK, "%+v", rep)
 		require.NoError(t, s.Close())
-		t.Logf("cycle %d: %d acknowledged sends, all on the promoted replica", cycle, len(acked))
+		t.Logf("cycle %d: %d acknowledged sends, %d of them in the tail the replica missed (%d bytes behind when the stream broke)",
+			cycle, len(acked), missing, pEnd-rEnd)
 	}
 }
 
@@ -85,7 +116,7 @@ func TestReplicationSyncSurvivesPrimaryKill(t *testing.T) {
 // and sends until killed, printing each acknowledged send.
 func TestReplKillPrimaryChild(t *testing.T) {
 	dir := childDir(t, "TestReplKillPrimaryChild")
-	s, err := Open(dir, killReplOpts(Primary))
+	s, err := Open(dir, killReplOpts(Primary, envMode()))
 	if err != nil {
 		childFail(t, "open: %v", err)
 	}
@@ -118,7 +149,7 @@ func TestReplKillPrimaryChild(t *testing.T) {
 // the stream ends, then closes its store.
 func TestReplKillReplicaChild(t *testing.T) {
 	dir := childDir(t, "TestReplKillReplicaChild")
-	s, err := Open(dir, killReplOpts(Replica))
+	s, err := Open(dir, killReplOpts(Replica, envMode()))
 	if err != nil {
 		childFail(t, "open: %v", err)
 	}
@@ -127,7 +158,8 @@ func TestReplKillReplicaChild(t *testing.T) {
 		childFail(t, "dial: %v", err)
 	}
 	err = s.ReplicateFrom(context.Background(), conn)
-	emit("ended %v", err)
+	st := s.ReplicationStatus()
+	emit("ended %d %d %v", st.End, st.PrimaryEnd, err)
 	if err := s.Close(); err != nil {
 		childFail(t, "close: %v", err)
 	}

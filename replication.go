@@ -78,6 +78,8 @@ type replication struct {
 	wg   sync.WaitGroup
 	// stateMu serialises writes of the replication state file.
 	stateMu sync.Mutex
+	// primaryEnd is the primary's CommitLog end as a replica last heard.
+	primaryEnd atomic.Int64
 
 	mu struct {
 		sync.Mutex

@@ -160,8 +160,12 @@ func (r *replication) answer(h hello) (reply, error) {
 	default:
 		rp.start, rp.status = divergence(e, h, end)
 	}
-	if rp.status == replyOK && rp.start < s.log.MinOffset() {
+	switch {
+	case rp.status != replyOK:
+	case rp.start < s.log.MinOffset():
 		rp.status = replyGone
+	case !s.log.IsBoundary(rp.start):
+		rp.status = replyDiverged // the same epochs, but not where a record of ours starts
 	}
 	return rp, nil
 }

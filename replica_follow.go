@@ -139,6 +139,14 @@ func (s *Store) follow(ctx context.Context, conn io.ReadWriteCloser) error {
 	if rp.segment != s.opts.SegmentSize || !e.id.isZero() && rp.id != e.id {
 		return fmt.Errorf("mqlite: replicate: the primary answered for another store: %w", ErrReplicaIdentity)
 	}
+	if rp.start > end && end == 0 && s.log.MinOffset() == 0 {
+		// A new replica of a primary whose retention removed its first
+		// segments: the log starts where the primary's does.
+		if err := s.restartAt(rp.start); err != nil {
+			return err
+		}
+		end = rp.start
+	}
 	if rp.start > end {
 		return fmt.Errorf("mqlite: replicate: the primary resumes at %d, past this log's end %d: %w", rp.start, end, ErrReplicaDiverged)
 	}
@@ -255,6 +263,23 @@ func (s *Store) appendChunk(off int64, b []byte) error {
 		}
 	}
 	s.disp.notify()
+	return nil
+}
+
+// restartAt makes this empty replica's CommitLog start at start, and its
+// dispatcher with it.
+func (s *Store) restartAt(start int64) error {
+	d := s.disp
+	d.run.Lock()
+	defer d.run.Unlock()
+	if err := s.log.RestartAt(start); err != nil {
+		return fmt.Errorf("mqlite: replicate: start the log at %d: %w", start, err)
+	}
+	d.next = start
+	d.mu.Lock()
+	d.mu.dispatched = start
+	d.published.Store(start)
+	d.mu.Unlock()
 	return nil
 }
 

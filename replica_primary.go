@@ -155,6 +155,8 @@ func (r *replication) answer(h hello) (reply, error) {
 		if h.end != 0 || len(h.epochs) > 0 {
 			rp.status = replyIdentity // a store with data and no ID: not ours
 		}
+		// A new replica starts where this log now starts (RestartAt).
+		rp.start = s.log.MinOffset()
 	case h.id != e.id:
 		rp.status = replyIdentity
 	default:

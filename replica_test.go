@@ -92,6 +92,7 @@ func logBytes(t *testing.T, fs vfs.FS, s *Store, end int64) []byte {
 func sameAnswers(t *testing.T, p, r *Store, keys []string) {
 	t.Helper()
 	for _, ti := range p.Topics() {
+
 		for q := range ti.Config.Queues {
 			pm, perr := p.MaxOffset(ti.Name, q)
 			rm, rerr := r.MaxOffset(ti.Name, q)

@@ -61,8 +61,11 @@ import (
 // ErrReplica); read with Messages, ReadQueue, MessageByID and
 // MessagesByKey.
 //
-// Limits: no cascading (a replica does not serve replicas); a new replica
-// needs its primary to still hold the CommitLog from offset 0; a replica
+// A new replica of a primary whose retention removed its first segments
+// starts its CommitLog where the primary's now starts; a queue whose
+// records all went before that is unknown to it (MaxOffset 0).
+//
+// Limits: no cascading (a replica does not serve replicas); a replica
 // that crashed (power loss) with a torn tail should be re-synced from an
 // empty directory if its Open reports corruption, since the frames it
 // holds carry its primary's flush marks.

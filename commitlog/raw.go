@@ -288,3 +288,76 @@ func (l *Log) releaseCut() error {
 	l.cut = nil
 	return err
 }
+
+// RestartAt makes an empty log (nothing written, starting at 0) start at
+// start instead, a multiple of the segment size: a new replica of a
+// primary whose retention removed its first segments begins where the
+// primary's log now begins. The old first segment is removed.
+func (l *Log) RestartAt(start int64) error {
+	if start < 0 || start%l.opts.SegmentSize != 0 {
+		return fmt.Errorf("mqlite/commitlog: restart at %d: not a multiple of the segment size %d: %w", start, l.opts.SegmentSize, errs.ErrInvalidArgument)
+	}
+	l.delMu.Lock()
+	defer l.delMu.Unlock()
+	l.flushMu.Lock()
+	defer l.flushMu.Unlock()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.mu.closed {
+		return errs.ErrClosed
+	}
+	segs := l.snap.Load().segs
+	if len(segs) != 1 || segs[0].start != 0 || l.wrote.Load() != 0 {
+		return fmt.Errorf("mqlite/commitlog: restart at %d: the log is not empty: %w", start, errs.ErrInvalidArgument)
+	}
+	if start == 0 {
+		return nil
+	}
+	seg, err := l.openSegment(start, true)
+	if err != nil {
+		return err
+	}
+	seg.toWrite(&l.opts)
+	// The new segment is published first and the old one cut after, so
+	// that a crash in between leaves a log that starts at start.
+	if err := l.opts.FS.SyncDir(l.opts.Dir); err != nil {
+		seg.release()
+		return diskErr("sync dir", l.opts.Dir, err)
+	}
+	both := []*segment{segs[0], seg}
+	l.ret.Lock()
+	l.publishLocked(&snapshot{segs: both})
+	l.ret.Unlock()
+	l.mu.cur = seg
+	l.wrote.Store(start)
+	l.flushed.Store(start)
+	// cutSegmentsLocked removes what follows its kept segment; here the
+	// kept one is the new segment, and what goes is segment 0 (and the
+	// allocator's segment 1).
+	cut := []*segment{segs[0]}
+	if !l.mu.allocIdle {
+		if p := <-l.allocReady; p.seg != nil {
+			cut = append(cut, p.seg)
+		}
+	}
+	for _, s := range cut {
+		if err := l.opts.FS.Rename(s.path, s.path+cutSuffix); err != nil {
+			err = diskErr("rename", s.path, err)
+			l.fence(err)
+			return err
+		}
+		s.path += cutSuffix
+	}
+	l.ret.Lock()
+	l.publishLocked(&snapshot{segs: []*segment{seg}})
+	l.ret.Unlock()
+	l.cut = append(l.cut, cut...)
+	if err := l.opts.FS.SyncDir(l.opts.Dir); err != nil {
+		err = diskErr("sync dir", l.opts.Dir, err)
+		l.fence(err)
+		return err
+	}
+	l.mu.allocIdle = false
+	l.allocReq <- start + l.opts.SegmentSize
+	return nil
+}

@@ -137,3 +137,30 @@ func TestTruncateToCutsTailAndSegments(t *testing.T) {
 		})
 	}
 }
+
+func TestRestartAtMovesAnEmptyLog(t *testing.T) {
+	fs := vfs.NewMem()
+	src := openLog(t, fs, "/a", 4096)
+	defer src.Close()
+	for i := range 40 {
+		_, err := src.Append(bytesAppender(payload(i, 300)))
+		require.NoError(t, err)
+	}
+	_, err := src.DeleteBefore(3 * 4096)
+	require.NoError(t, err)
+	require.EqualValues(t, 3*4096, src.MinOffset())
+	dst := openLog(t, fs, "/b", 4096)
+	require.ErrorIs(t, dst.RestartAt(100), ErrInvalidArgument)
+	require.NoError(t, dst.RestartAt(src.MinOffset()))
+	require.Equal(t, src.MinOffset(), dst.WrotePosition())
+	require.Equal(t, src.MinOffset(), dst.MinOffset())
+	copyRaw(t, src, dst, 1000)
+	end := src.WrotePosition()
+	require.True(t, bytes.Equal(segmentBytes(t, fs, src, end), segmentBytes(t, fs, dst, end)))
+	require.ErrorIs(t, dst.RestartAt(0), ErrInvalidArgument, "not empty any more")
+	require.NoError(t, dst.Close())
+	dst = openLog(t, fs, "/b", 4096)
+	require.Equal(t, end, dst.WrotePosition())
+	require.Equal(t, src.MinOffset(), dst.MinOffset())
+	require.NoError(t, dst.Close())
+}

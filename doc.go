@@ -174,6 +174,14 @@
 //     damaged before dispatch stops the dispatcher and fences the store.
 //   - A read-only Store never changes a byte of the directory, and the
 //     process that owns it is not disturbed.
+//   - Replication: a replica's CommitLog is byte-identical to its
+//     primary's up to its end, every chunk checked before it is written.
+//     ReplicationSync: a send that returned nil is on MinInSyncReplicas
+//     replicas too (kill -9 of the primary loses it nowhere once one of
+//     them is promoted); ReplicationAsync: a failover loses at most what
+//     the replica had not received. A store whose history parted from its
+//     primary's loses only the tail past the parting point, reported and
+//     never served; one that cannot be repaired so is refused unchanged.
 //   - An open store holds one file descriptor (the lock); a failed Open
 //     leaves no goroutine, mapping or descriptor behind.
 //

@@ -34,14 +34,26 @@ func (s *Store) openDelays() error {
 	if _, err := s.topics.EnsureAtLeast(topic.Timer, 1); err != nil {
 		return err
 	}
+	var err error
+	s.sched, s.timers, err = s.newDelays()
+	return err
+}
+
+// newDelays makes the delay scheduler and the timer service from their
+// persisted progress (Open, and a replica's Promote).
+func (s *Store) newDelays() (*delay.Scheduler, *delay.Timers, error) {
 	cfg := delay.Config{FS: s.fs, ConfigDir: s.path(configDir), TimerDir: s.path(timerDir), Levels: s.opts.DelayLevels,
 		Clock: s.opts.Clock, Logger: s.opts.Logger, Kicked: s.disp.scheduled}
-	var err error
-	if s.sched, err = delay.NewScheduler(delayHost{s}, cfg); err != nil {
-		return err
+	sched, err := delay.NewScheduler(delayHost{s}, cfg)
+	if err != nil {
+		return nil, nil, err
 	}
-	s.timers, err = delay.NewTimers(delayHost{s}, cfg)
-	return err
+	timers, err := delay.NewTimers(delayHost{s}, cfg)
+	if err != nil {
+		sched.Stop()
+		return nil, nil, err
+	}
+	return sched, timers, nil
 }
 
 // delayHost is the store as package delay sees it.

@@ -49,6 +49,14 @@
 // are as far as the owner had dispatched them, and every write call fails
 // with ErrReadOnly (see readonly.go).
 //
+// Replication (replication.go) copies a primary's CommitLog to replicas
+// byte for byte over a stream the caller supplies (ServeReplica on the
+// primary, ReplicateFrom on a store opened with Options.Role Replica;
+// package replication has TCP helpers). A replica builds its own indexes,
+// serves reads and refuses writes with ErrReplica; ReplicationSync makes a
+// send wait for in-sync replicas; Promote fails over, and epochs cut a
+// returning old primary's unreplicated tail.
+//
 // # Data path
 //
 // A send validates the message (package message), takes the CommitLog's one
@@ -104,6 +112,7 @@
 //	  config/       topics, consumer groups and offsets, delay and transaction progress
 //	                (JSON behind a magic, version and CRC32-C header, replaced atomically)
 //	  timer/        pending deliver-at timers, one file per due minute
+//	  epochs        store ID and primary terms, once the store replicates (epoch.go)
 //
 // Files are created owner-only (0600, directories 0700) unless
 // Options.FileMode widens them. With the default sizes a small store takes
@@ -168,6 +177,14 @@
 //     damaged before dispatch stops the dispatcher and fences the store.
 //   - A read-only Store never changes a byte of the directory, and the
 //     process that owns it is not disturbed.
+//   - Replication: a replica's CommitLog is byte-identical to its
+//     primary's up to its end, every chunk checked before it is written.
+//     ReplicationSync: a send that returned nil is on MinInSyncReplicas
+//     replicas too (kill -9 of the primary loses it nowhere once one of
+//     them is promoted); ReplicationAsync: a failover loses at most what
+//     the replica had not received. A store whose history parted from its
+//     primary's loses only the tail past the parting point, reported and
+//     never served; one that cannot be repaired so is refused unchanged.
 //   - An open store holds one file descriptor (the lock); a failed Open
 //     leaves no goroutine, mapping or descriptor behind.
 //
@@ -227,8 +244,9 @@
 // (derived indexes, usable alone), flush (group commit and periodic
 // flush), message (message model, payload layout, IDs), topic (registry
 // and names), producer, consumer, filter, txn, delay (delay levels and
-// timer wheel), clock (injectable time),
-// vfs (the public file seam, with the in-memory and fault-injecting
+// timer wheel), clock (injectable time), replication (a TCP transport
+// for replication), hook (send and consume interceptors), dashboard (an
+// http.Handler over a Store), vfs (the public file seam, with the in-memory and fault-injecting
 // implementations; Options.FS runs a Store on any of them, for your own
 // fault and power-loss tests), cmd/mqlite (the admin tool), bench (a
 // separate module comparing mqlite with its peers). examples/quickstart is

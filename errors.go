@@ -1,6 +1,8 @@
 package mqlite
 
 import (
+	"errors"
+
 	"github.com/mqlite/mqlite/internal/errs"
 	"github.com/mqlite/mqlite/message"
 )
@@ -54,6 +56,29 @@ var (
 	// OFFSET_OVERFLOW_BADLY. Reading from exactly the next offset waits
 	// for it (the long poll).
 	ErrOffsetOutOfRange = errs.ErrOffsetOutOfRange
+
+	// ErrReplica: a call that writes (a send, a topic change, a consumer
+	// offset change) on a Store opened with Role Replica: it takes its
+	// writes from its primary only, until Promote.
+	ErrReplica = errors.New("mqlite: the store is a replica")
+	// ErrReplicaTimeout: Replication Sync only; the message is stored
+	// locally (and flushed as Flush says) but not enough in-sync replicas
+	// acknowledged it within ReplicationOptions.Timeout (RocketMQ's
+	// FLUSH_SLAVE_TIMEOUT).
+	ErrReplicaTimeout = errors.New("mqlite: replica acknowledgement timeout")
+	// ErrReplicaNotAvailable: Replication Sync only; the message is stored
+	// locally but fewer than MinInSyncReplicas replicas were in sync when
+	// it was sent, so it was not waited for (RocketMQ's
+	// SLAVE_NOT_AVAILABLE).
+	ErrReplicaNotAvailable = errors.New("mqlite: not enough in-sync replicas")
+	// ErrReplicaDiverged: a replica's history is not a prefix of its
+	// primary's up to an epoch both know, or it holds more of the
+	// primary's current epoch than the primary does (ahead): it cannot be
+	// repaired by cutting its tail, and nothing was changed.
+	ErrReplicaDiverged = errors.New("mqlite: replica history diverged from the primary's")
+	// ErrReplicaIdentity: a replica and a primary of different stores
+	// (their store IDs differ), or with different segment sizes.
+	ErrReplicaIdentity = errors.New("mqlite: replica and primary are different stores")
 
 	ErrInvalidTopic    = message.ErrInvalidTopic
 	ErrEmptyBody       = message.ErrEmptyBody

@@ -35,6 +35,9 @@ func (s *Store) admit() error {
 	if s.readOnly {
 		return fmt.Errorf("mqlite: send: %s is open read-only: %w", s.dir, errs.ErrReadOnly)
 	}
+	if s.repl.isReplica() {
+		return fmt.Errorf("mqlite: send: %s is a replica: %w", s.dir, ErrReplica)
+	}
 	if err := s.disp.fenced.Load(); err != nil {
 		return *err
 	}

@@ -235,6 +235,10 @@ type Options struct {
 	// for stores whose messages meet. 0 (the default): random, as
 	// RocketMQ.
 	Seed int64
+	// Role makes the store a primary (the default) or a replica of one;
+	// Replication configures both sides. See replication.go.
+	Role        Role
+	Replication ReplicationOptions
 	// Logger receives routine logs; nil discards them. Warnings about
 	// deleted data (DiskFullDeleteOldest, MaxStoreBytes) go to
 	// slog.Default when it is nil, so that no loss is silent.
@@ -397,6 +401,7 @@ func (o *Options) withDefaults() (Options, error) {
 	if c.FileMode&^os.ModePerm != 0 || c.FileMode&0o600 != 0o600 {
 		problems = append(problems, fmt.Errorf("FileMode %v: want permission bits only, with owner read and write", c.FileMode))
 	}
+	problems = append(problems, c.Replication.fill(c.Role, c.ReadOnly)...)
 	if c.Clock == nil {
 		c.Clock = clock.Real
 	}

@@ -321,11 +321,26 @@ func (s *Store) appendChecked(ctx context.Context, m *Message, queue int, c putC
 }
 
 // kick starts making appended data durable and visible, without waiting
-// (durability.kick).
-func (s *Store) kick() { s.dur.kick() }
+// (durability.kick), and wakes the replicas' senders.
+func (s *Store) kick() {
+	s.repl.appended()
+	s.dur.kick()
+}
 
-// awaitDurable applies the flush mode to data ending at end.
-func (s *Store) awaitDurable(ctx context.Context, end int64) error { return s.dur.await(ctx, end) }
+// awaitDurable applies the flush mode and the replication mode to data
+// ending at end.
+func (s *Store) awaitDurable(ctx context.Context, end int64) error {
+	if err := s.awaitLocal(ctx, end); err != nil {
+		return err
+	}
+	return s.repl.await(ctx, end) // ReplicationSync (replication.go)
+}
+
+// awaitLocal applies the flush mode to data ending at end.
+func (s *Store) awaitLocal(ctx context.Context, end int64) error {
+	s.repl.appended()
+	return s.dur.await(ctx, end)
+}
 
 // PutBatch stores msgs in one queue as one contiguous append: readers see
 // all of them or none, and with FlushSync they share one sync. If any

@@ -305,7 +305,7 @@ func (s *Store) WaitVisible(ctx context.Context) error {
 		return nil // nothing is stored through it: what it shows is all there is
 	}
 	end := s.log.WrotePosition()
-	if err := s.awaitDurable(ctx, end); err != nil {
+	if err := s.awaitLocal(ctx, end); err != nil {
 		return err
 	}
 	s.disp.notify()

@@ -148,6 +148,9 @@ func (s *Store) writable(op string) error {
 	if s.readOnly {
 		return fmt.Errorf("mqlite: %s: %s is open read-only: %w", op, s.dir, errs.ErrReadOnly)
 	}
+	if s.repl.isReplica() {
+		return fmt.Errorf("mqlite: %s: %s is a replica: %w", op, s.dir, ErrReplica)
+	}
 	return nil
 }
 

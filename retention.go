@@ -73,6 +73,7 @@ func (s *Store) applyRetention(now bool) (RetentionReport, error) {
 	force := s.opts.DiskFullPolicy == DiskFullDeleteOldest && ratio > s.opts.ForceCleanRatio
 	spaceShort := ratio > s.opts.CleanRatio
 	cut, early, earlyBytes, rep, err := s.pickSegments(now, force, spaceShort)
+	cut = s.holdForReplicas(cut) // replication.go
 	pickedSegs, pickedBytes := rep.Segments, rep.Bytes
 	rep.NewMin = s.log.MinOffset()
 	if err != nil || cut < 0 {

@@ -38,6 +38,9 @@ func (s *Store) Settle(ctx context.Context) error {
 	if s.readOnly {
 		return nil
 	}
+	if s.repl.isReplica() {
+		return s.WaitVisible(ctx) // no delay or timer pass runs before Promote
+	}
 	var pause time.Duration
 	for {
 		mark := s.settleMark()

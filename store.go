@@ -70,6 +70,7 @@ type Store struct {
 	replies replyRouter  // request-reply: see reply.go
 	retain  retainState  // per-topic retention, purge, delete: see retain.go
 	dedup   *dedupWindow // Message.DedupID: see dedup.go; nil when off
+	repl    replication  // replication.go
 
 	handles struct { // producers and consumers, closed by Close
 		sync.Mutex
@@ -135,6 +136,9 @@ func openStore(fs vfs.FS, dir string, opts *Options, rebuild bool) (*Store, erro
 	s.hooks.init(s)
 	s.explicitSegment = opts != nil && opts.SegmentSize != 0
 	s.rebuild = rebuild
+	if err := s.initReplication(); err != nil {
+		return nil, err
+	}
 	if err := s.open(); err != nil {
 		s.abortOpen()
 		return nil, err
@@ -147,8 +151,10 @@ func openStore(fs vfs.FS, dir string, opts *Options, rebuild bool) (*Store, erro
 		s.retQuit, s.retDone = make(chan struct{}), make(chan struct{})
 		go s.retentionLoop()
 	}
-	s.sched.Start()
-	s.timers.Start()
+	if s.repl.servicesRunning() { // not on a replica (replica_promote.go)
+		s.sched.Start()
+		s.timers.Start()
+	}
 	if err := s.txn.Start(); err != nil {
 		s.Close()
 		return nil, err
@@ -301,11 +307,15 @@ func (s *Store) Close() error {
 			s.closeErr = s.closeReadOnly()
 			return
 		}
+		s.repl.close()
 		cErr := s.consumers.Close()
 		hErr := s.closeHandles()
 		txErr := s.txn.Close()
-		s.timers.Stop()
-		schedErr := s.sched.Stop()
+		var schedErr error
+		if s.repl.servicesRunning() {
+			s.timers.Stop()
+			schedErr = s.sched.Stop()
+		}
 		s.stopGuard()
 		if s.retQuit != nil {
 			close(s.retQuit)

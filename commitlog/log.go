@@ -215,6 +215,10 @@ type Log struct {
 	warmHeadTo atomic.Int64 // how much of a new segment's head to warm: the lead
 	quit       chan struct{}
 	allocDone  chan struct{}
+
+	// cut holds the segments TruncateTo cut, mapped until Close (raw.go);
+	// under delMu.
+	cut []*segment
 }
 
 func (o *Options) validate() error {
@@ -627,7 +631,7 @@ func (l *Log) Close() error {
 	default:
 	}
 	l.delMu.Lock()
-	err := l.retireAll()
+	err := errors.Join(l.retireAll(), l.releaseCut())
 	l.delMu.Unlock()
 	if !l.opts.ReadOnly {
 		l.DropSpare() // a closed log keeps no spare

@@ -16,6 +16,7 @@
 //	tail            the last messages of a queue: -topic T [-queue Q] [-n N]
 //	verify          check every CommitLog record and ConsumeQueue entry
 //	salvage NEWDIR  copy every good record into a new store; list the damaged ranges dropped
+//	replication status [DIR]  role, store ID, epochs, CommitLog end, each replica's lag (from the files)
 //	rebuild-index   delete the ConsumeQueue and IndexFile and rebuild them from the CommitLog
 //
 // "mqlite <command> -h" describes a command's flags. -dir and -json may
@@ -94,6 +95,8 @@ var commands = []*command{
 	{name: "verify", summary: "check every CommitLog record and ConsumeQueue entry; exit 1 on damage", setup: noFlags(runVerify)},
 	{name: "salvage", args: "<newdir>", summary: "copy every good record into a new store in newdir; list what was dropped; exit 1 if anything was",
 		setup: noFlags(runSalvage), minArgs: 1, maxArgs: 1},
+	{name: "replication", args: "status [<dir>]", summary: "replication role, epochs, CommitLog end and each replica's lag, from the files (store may run)",
+		setup: noFlags(runReplication), minArgs: 1, maxArgs: 2},
 	{name: "rebuild-index", summary: "delete the ConsumeQueue and IndexFile and rebuild them from the CommitLog (store not in use)",
 		setup: noFlags(runRebuild)},
 }
@@ -154,6 +157,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	if n := fs.NArg(); n < c.minArgs || n > c.maxArgs {
 		return e.usageErr("want %s, got %d argument(s)", orNone(c.args), n)
+	}
+	if e.dir == "" && c.name == "replication" && fs.NArg() == 2 {
+		e.dir = fs.Arg(1) // mqlite replication status DIR
 	}
 	if e.dir == "" {
 		return e.usageErr("-dir (the store directory) is required")

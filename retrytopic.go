@@ -18,3 +18,23 @@ func (s *Store) EnsureRetryTopic(group string) error {
 	_, err := s.sysQueueCount(topic.RetryTopic(group), 1)
 	return err
 }
+
+// CommitOffset records group's committed offset (the next offset to
+// consume) on one queue, for consumers that live outside this process
+// and track their own progress (a network broker's clients). Unlike
+// SetConsumerOffset it does not refuse a group with live members and
+// does not write at once: the offset is persisted with the others, every
+// Options.OffsetPersistInterval and on Close. Bad names or a negative
+// offset are ErrInvalidArgument.
+func (s *Store) CommitOffset(group, topic string, queue int, offset int64) error {
+	if err := s.writable("commit offset"); err != nil {
+		return err
+	}
+	return s.consumers.CommitRemote(group, topic, queue, offset)
+}
+
+// CommittedOffset returns group's committed clustering offset on one
+// queue, and false when the group has none there.
+func (s *Store) CommittedOffset(group, topic string, queue int) (int64, bool, error) {
+	return s.consumers.RemoteOffset(group, topic, queue)
+}

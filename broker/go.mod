@@ -2,10 +2,14 @@ module github.com/mqlite/mqlite/broker
 
 go 1.26.0
 
-require github.com/mqlite/mqlite v0.0.0-00010101000000-000000000000
+require (
+	github.com/apache/rocketmq-client-go/v2 v2.1.3-0.20251226070945-2173d070fd1b
+	github.com/mqlite/mqlite v0.0.0-00010101000000-000000000000
+)
 
 require (
-	github.com/apache/rocketmq-client-go/v2 v2.1.3-0.20251226070945-2173d070fd1b // indirect
+	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/edsrzf/mmap-go v1.2.0 // indirect
 	github.com/emirpasic/gods v1.12.0 // indirect
 	github.com/golang/mock v1.3.1 // indirect
 	github.com/google/uuid v1.3.0 // indirect

@@ -1,0 +1,165 @@
+package broker
+
+import (
+	"bufio"
+	"errors"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/mqlite/mqlite/broker/remoting"
+)
+
+// conn is one client connection: a reader goroutine that decodes frames
+// and starts a goroutine per request (at most MaxPendingPerConn at once),
+// and a writer goroutine that owns the socket's write side.
+type conn struct {
+	b       *Broker
+	nc      net.Conn
+	remote  string
+	out     chan []byte
+	done    chan struct{}
+	pending chan struct{}
+	once    sync.Once
+	id      atomic.Pointer[string] // client ID, from the first heartbeat
+}
+
+func newConn(b *Broker, nc net.Conn) *conn {
+	return &conn{
+		b:       b,
+		nc:      nc,
+		remote:  nc.RemoteAddr().String(),
+		out:     make(chan []byte, 64),
+		done:    make(chan struct{}),
+		pending: make(chan struct{}, b.opts.MaxPendingPerConn),
+	}
+}
+
+func (c *conn) clientID() string {
+	if p := c.id.Load(); p != nil {
+		return *p
+	}
+	return ""
+}
+
+func (c *conn) close() {
+	c.once.Do(func() {
+		close(c.done)
+		c.nc.Close()
+	})
+}
+
+func (c *conn) readLoop() {
+	defer c.b.connWG.Done()
+	defer c.b.removeConn(c)
+	defer c.close()
+	r := bufio.NewReaderSize(c.nc, 64<<10)
+	log := c.b.opts.Logger
+	for {
+		if err := c.nc.SetReadDeadline(time.Now().Add(c.b.opts.IdleTimeout)); err != nil {
+			return
+		}
+		frame, err := remoting.ReadFrame(r, c.b.opts.MaxFrame)
+		if err != nil {
+			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+				log.Warn("mqlite broker: closing connection", "remote", c.remote, "err", err)
+			}
+			return
+		}
+		req, err := remoting.Decode(frame)
+		if err != nil {
+			log.Warn("mqlite broker: closing connection", "remote", c.remote, "err", err)
+			return
+		}
+		if req.IsResponse() {
+			continue // answers to the broker's oneway requests
+		}
+		c.b.inflight.Add(1)
+		select {
+		case c.pending <- struct{}{}:
+			go c.serve(req)
+		default:
+			c.b.inflight.Done()
+			c.reply(req, remoting.NewResponse(req, resSystemBusy, "too many pending requests on this connection"))
+		}
+	}
+}
+
+func (c *conn) serve(req *remoting.Command) {
+	defer func() { <-c.pending; c.b.inflight.Done() }()
+	resp := c.b.dispatch(c, req)
+	c.reply(req, resp)
+}
+
+func (c *conn) reply(req *remoting.Command, resp *remoting.Command) {
+	if resp == nil || req.IsOneway() {
+		return
+	}
+	resp.Opaque = req.Opaque
+	resp.Flag |= remoting.FlagResponse
+	c.send(resp)
+}
+
+// send queues cmd for the writer; it gives up when the connection closes.
+func (c *conn) send(cmd *remoting.Command) bool {
+	frame, err := remoting.Encode(cmd)
+	if err != nil {
+		c.b.opts.Logger.Error("mqlite broker: encode", "err", err)
+		return false
+	}
+	select {
+	case c.out <- frame:
+		return true
+	case <-c.done:
+		return false
+	}
+}
+
+var brokerOpaque atomic.Int32
+
+// notify sends a oneway request from the broker to the client.
+func (c *conn) notify(code int, fields map[string]string, body []byte) bool {
+	return c.send(&remoting.Command{
+		Code: code, Language: "GO", Version: 317,
+		Opaque: brokerOpaque.Add(1), Flag: remoting.FlagOneway,
+		ExtFields: fields, Body: body,
+	})
+}
+
+func (c *conn) writeLoop() {
+	defer c.b.connWG.Done()
+	w := bufio.NewWriterSize(c.nc, 64<<10)
+	for {
+		select {
+		case <-c.done:
+			return
+		case frame := <-c.out:
+			if err := c.nc.SetWriteDeadline(time.Now().Add(c.b.opts.IdleTimeout)); err != nil {
+				c.close()
+				return
+			}
+			if _, err := w.Write(frame); err != nil {
+				c.close()
+				return
+			}
+			// Batch what is queued already into one write.
+			for more := true; more; {
+				select {
+				case f := <-c.out:
+					if _, err := w.Write(f); err != nil {
+						c.close()
+						return
+					}
+				default:
+					more = false
+				}
+			}
+			if err := w.Flush(); err != nil {
+				c.close()
+				return
+			}
+		}
+	}
+}

@@ -1,0 +1,118 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"runtime"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/apache/rocketmq-client-go/v2/primitive"
+	"github.com/apache/rocketmq-client-go/v2/rlog"
+	"github.com/mqlite/mqlite"
+)
+
+func TestMain(m *testing.M) {
+	rlog.SetLogLevel("fatal")
+	code := m.Run()
+	if code == 0 {
+		if leaked := brokerGoroutines(5 * time.Second); leaked != "" {
+			fmt.Fprintf(os.Stderr, "goroutines of the broker left after the tests:\n%s\n", leaked)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// brokerGoroutines returns the stacks of goroutines running broker code,
+// waiting up to d for them to end (connections close asynchronously).
+func brokerGoroutines(d time.Duration) string {
+	deadline := time.Now().Add(d)
+	for {
+		buf := make([]byte, 1<<20)
+		buf = buf[:runtime.Stack(buf, true)]
+		var leaked []string
+		for _, g := range strings.Split(string(buf), "\n\n") {
+			if strings.Contains(g, "mqlite/broker.(*") && !strings.Contains(g, "TestMain") {
+				leaked = append(leaked, g)
+			}
+		}
+		if len(leaked) == 0 || time.Now().After(deadline) {
+			return strings.Join(leaked, "\n\n")
+		}
+		time.Sleep(20 * time.Millisecond) // bounded wait for asynchronous connection teardown
+	}
+}
+
+var groupSeq atomic.Int64
+
+// uniq returns a name unique in this test binary (client instances and
+// groups are process-wide in the client library).
+func uniq(prefix string) string {
+	return fmt.Sprintf("%s_%d_%d", prefix, os.Getpid(), groupSeq.Add(1))
+}
+
+type fixture struct {
+	t     *testing.T
+	store *mqlite.Store
+	b     *Broker
+	dir   string
+}
+
+func startBroker(t *testing.T, so *mqlite.Options, bo *Options) *fixture {
+	t.Helper()
+	dir := t.TempDir()
+	if so == nil {
+		so = &mqlite.Options{}
+	}
+	st, err := mqlite.Open(dir, so)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bo == nil {
+		bo = &Options{}
+	}
+	o := *bo
+	if os.Getenv("MQBROKER_DEBUG") != "" && o.Logger == nil {
+		o.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	if o.Addr == "" {
+		o.Addr = "127.0.0.1:0"
+	}
+	b, err := Listen(st, &o)
+	if err != nil {
+		st.Close()
+		t.Fatal(err)
+	}
+	f := &fixture{t: t, store: st, b: b, dir: dir}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := b.Shutdown(ctx); err != nil && err != ErrClosed {
+			t.Errorf("shutdown: %v", err)
+		}
+		if err := st.Close(); err != nil {
+			t.Errorf("store close: %v", err)
+		}
+	})
+	return f
+}
+
+func (f *fixture) ns() primitive.NamesrvAddr { return primitive.NamesrvAddr{f.b.Addr()} }
+
+// eventually polls cond until it holds or d passes: for waiting on the
+// client library's own timers (rebalance, heartbeats), which offer no hook.
+func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", d, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/consumer"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 	"github.com/apache/rocketmq-client-go/v2/producer"
+	"github.com/mqlite/mqlite"
 )
 
 func newProducer(t *testing.T, f *fixture, opts ...producer.Option) rocketmq.Producer {
@@ -97,5 +98,85 @@ func TestSendSyncAndPushConsume(t *testing.T) {
 		if b[fmt.Sprintf("m%d", i)] != 1 {
 			t.Fatalf("m%d delivered %d times: %v", i, b[fmt.Sprintf("m%d", i)], b)
 		}
+	}
+}
+
+func TestSendAsyncOneWayAndBatch(t *testing.T) {
+	f := startBroker(t, nil, nil)
+	topic := uniq("T")
+	p := newProducer(t, f)
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var asyncErrs []error
+	for i := range 5 {
+		wg.Add(1)
+		err := p.SendAsync(ctx, func(_ context.Context, r *primitive.SendResult, err error) {
+			defer wg.Done()
+			if err == nil && r.Status != primitive.SendOK {
+				err = fmt.Errorf("status %v", r.Status)
+			}
+			if err != nil {
+				mu.Lock()
+				asyncErrs = append(asyncErrs, err)
+				mu.Unlock()
+			}
+		}, primitive.NewMessage(topic, fmt.Appendf(nil, "async%d", i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	wg.Wait()
+	if len(asyncErrs) > 0 {
+		t.Fatalf("async sends: %v", asyncErrs)
+	}
+	for i := range 3 {
+		if err := p.SendOneWay(ctx, primitive.NewMessage(topic, fmt.Appendf(nil, "oneway%d", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var batch []*primitive.Message
+	for i := range 4 {
+		batch = append(batch, primitive.NewMessage(topic, fmt.Appendf(nil, "batch%d", i)))
+	}
+	res, err := p.SendSync(ctx, batch...)
+	if err != nil || res.Status != primitive.SendOK {
+		t.Fatalf("batch: %v %+v", err, res)
+	}
+	var got collect
+	newPushConsumer(t, f, uniq("g"), topic, consumer.MessageSelector{}, got.handle)
+	eventually(t, 20*time.Second, "12 messages", func() bool { return got.count() >= 12 })
+	b := got.bodies()
+	for _, want := range []string{"async0", "async4", "oneway0", "oneway2", "batch0", "batch3"} {
+		if b[want] != 1 {
+			t.Fatalf("%s delivered %d times: %v", want, b[want], b)
+		}
+	}
+	if len(b) != 12 {
+		t.Fatalf("got %d distinct messages: %v", len(b), b)
+	}
+}
+
+func TestDelayLevelSend(t *testing.T) {
+	levels := []time.Duration{100 * time.Millisecond, 1500 * time.Millisecond}
+	f := startBroker(t, &mqlite.Options{DelayLevels: levels}, &Options{DelayLevels: levels})
+	topic := uniq("T")
+	var got collect
+	newPushConsumer(t, f, uniq("g"), topic, consumer.MessageSelector{}, got.handle)
+	p := newProducer(t, f)
+	m := primitive.NewMessage(topic, []byte("later"))
+	m.WithDelayTimeLevel(2)
+	sent := time.Now()
+	if _, err := p.SendSync(context.Background(), m); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 20*time.Second, "the delayed message", func() bool { return got.count() >= 1 })
+	if el := time.Since(sent); el < levels[1]-100*time.Millisecond {
+		t.Fatalf("delivered after %s, level 2 is %s", el, levels[1])
+	}
+	got.mu.Lock()
+	defer got.mu.Unlock()
+	if string(got.msgs[0].Body) != "later" || got.msgs[0].Topic != topic {
+		t.Fatalf("delivered %s on %s", got.msgs[0].Body, got.msgs[0].Topic)
 	}
 }

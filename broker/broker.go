@@ -148,6 +148,19 @@ func (b *Broker) isClosed() bool {
 	return b.mu.closed
 }
 
+// beginRequest counts a request in flight unless the broker is shutting
+// down (Shutdown waits for the count only after closing, so no Add races
+// its Wait).
+func (b *Broker) beginRequest() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.mu.closed {
+		return false
+	}
+	b.inflight.Add(1)
+	return true
+}
+
 func (b *Broker) removeConn(c *conn) {
 	b.mu.Lock()
 	delete(b.mu.conns, c)

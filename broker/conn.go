@@ -76,7 +76,9 @@ func (c *conn) readLoop() {
 		if req.IsResponse() {
 			continue // answers to the broker's oneway requests
 		}
-		c.b.inflight.Add(1)
+		if !c.b.beginRequest() {
+			return // shutting down
+		}
 		select {
 		case c.pending <- struct{}{}:
 			go c.serve(req)

@@ -1,9 +1,11 @@
 //go:build !race
 
-// The orderly push consumer of rocketmq-client-go v2 has a data race of its
-// own (processQueue's tree map is read by the consuming goroutine while the
-// pulling goroutine writes it, consumer/process_queue.go), which the race
-// detector reports whatever the broker does; this test runs without -race.
+// Tests of client features that have data races of their own in
+// rocketmq-client-go v2, which the race detector reports whatever the
+// broker does: the orderly push consumer (processQueue's tree map is read by
+// the consuming goroutine while the pulling goroutine writes it,
+// consumer/process_queue.go) and the pull consumer's PullFrom (it rewrites
+// subscription data a rebalance goroutine reads). They run without -race.
 
 package broker
 
@@ -17,6 +19,7 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/consumer"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 	"github.com/apache/rocketmq-client-go/v2/producer"
+	"github.com/mqlite/mqlite"
 )
 
 func TestOrderedSendAndOrderlyConsume(t *testing.T) {
@@ -66,3 +69,31 @@ func TestOrderedSendAndOrderlyConsume(t *testing.T) {
 	}
 }
 
+
+func TestPullFrom(t *testing.T) {
+	f := startBroker(t, nil, nil)
+	topic := uniq("T")
+	if err := f.store.CreateTopic(topic, mqlite.TopicConfig{Queues: 1}); err != nil {
+		t.Fatal(err)
+	}
+	sendN(t, newProducer(t, f), topic, "m", 10, nil)
+	c := newLitePull(t, f, uniq("g"))
+	mq := &primitive.MessageQueue{Topic: topic, BrokerName: DefaultBrokerName, QueueId: 0}
+	if err := c.Assign(topic, []*primitive.MessageQueue{mq}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.PullFrom(context.Background(), mq, 3, 4)
+	if err != nil || res.Status != primitive.PullFound {
+		t.Fatalf("pull from 3: %v %+v", err, res)
+	}
+	msgs := res.GetMessageExts()
+	if len(msgs) != 4 || string(msgs[0].Body) != "m3" || string(msgs[3].Body) != "m6" || res.NextBeginOffset != 7 {
+		t.Fatalf("pull from 3: %d messages, next %d", len(msgs), res.NextBeginOffset)
+	}
+	if msgs[0].OffsetMsgId == "" || msgs[0].QueueOffset != 3 {
+		t.Fatalf("message 3: id %q offset %d", msgs[0].OffsetMsgId, msgs[0].QueueOffset)
+	}
+}

@@ -185,6 +185,23 @@ func (r *registry) subscription(group, topic string) (expr, typ string) {
 	return "", ""
 }
 
+// addProducer records that c speaks for producer group (its sends say
+// so; heartbeats say it with the client ID).
+func (r *registry) addProducer(group string, c *conn) {
+	id := c.clientID()
+	if id == "" {
+		id = "conn:" + c.remote
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ms := r.producers[group]
+	if ms == nil {
+		ms = map[string]*conn{}
+		r.producers[group] = ms
+	}
+	ms[id] = c
+}
+
 // producerConn returns a live connection of producer group (nil if none).
 func (r *registry) producerConn(group string) *conn {
 	r.mu.Lock()

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -61,6 +62,8 @@ type fixture struct {
 	store *mqlite.Store
 	b     *Broker
 	dir   string
+	so    *mqlite.Options
+	bo    Options
 }
 
 func startBroker(t *testing.T, so *mqlite.Options, bo *Options) *fixture {
@@ -88,18 +91,39 @@ func startBroker(t *testing.T, so *mqlite.Options, bo *Options) *fixture {
 		st.Close()
 		t.Fatal(err)
 	}
-	f := &fixture{t: t, store: st, b: b, dir: dir}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := b.Shutdown(ctx); err != nil && err != ErrClosed {
-			t.Errorf("shutdown: %v", err)
-		}
-		if err := st.Close(); err != nil {
-			t.Errorf("store close: %v", err)
-		}
-	})
+	f := &fixture{t: t, store: st, b: b, dir: dir, so: so, bo: o}
+	t.Cleanup(f.stop)
 	return f
+}
+
+func (f *fixture) stop() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := f.b.Shutdown(ctx); err != nil && err != ErrClosed {
+		f.t.Errorf("shutdown: %v", err)
+	}
+	if err := f.store.Close(); err != nil && !errors.Is(err, mqlite.ErrClosed) {
+		f.t.Errorf("store close: %v", err)
+	}
+}
+
+// restart stops the broker and the store and opens both again on the
+// same directory and address.
+func (f *fixture) restart() {
+	f.t.Helper()
+	f.stop()
+	st, err := mqlite.Open(f.dir, f.so)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	o := f.bo
+	o.Addr = f.b.Addr()
+	b, err := Listen(st, &o)
+	if err != nil {
+		st.Close()
+		f.t.Fatal(err)
+	}
+	f.store, f.b = st, b
 }
 
 func (f *fixture) ns() primitive.NamesrvAddr { return primitive.NamesrvAddr{f.b.Addr()} }

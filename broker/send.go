@@ -67,6 +67,9 @@ func (b *Broker) handleSend(c *conn, req *remoting.Command) *remoting.Command {
 	if missing != "" {
 		return missingField(req, missing)
 	}
+	if h.group != "" {
+		b.clients.addProducer(h.group, c)
+	}
 	if h.batch {
 		return b.sendBatch(req, h)
 	}

@@ -9,7 +9,9 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"maps"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -52,7 +54,8 @@ func parseProperties(s string) map[string]string {
 }
 
 func appendProperties(dst []byte, props map[string]string) []byte {
-	for k, v := range props {
+	for _, k := range slices.Sorted(maps.Keys(props)) {
+		v := props[k]
 		dst = append(dst, k...)
 		dst = append(dst, nameValueSep)
 		dst = append(dst, v...)

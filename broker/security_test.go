@@ -1,0 +1,120 @@
+package broker
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"math/big"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/apache/rocketmq-client-go/v2/consumer"
+	"github.com/apache/rocketmq-client-go/v2/primitive"
+	"github.com/apache/rocketmq-client-go/v2/producer"
+)
+
+func aclFixture(t *testing.T) (*fixture, string, string) {
+	pubTopic, denied := uniq("Pub"), uniq("Denied")
+	acl := &ACL{Accounts: []Account{{
+		AccessKey: "app", SecretKey: "app-secret",
+		DefaultTopicPerm: PermPubSub, DefaultGroupPerm: PermSub,
+		Topics: map[string]Perm{denied: PermDeny},
+		Groups: map[string]Perm{"blocked_group": PermDeny},
+	}}}
+	return startBroker(t, nil, &Options{ACL: acl}), pubTopic, denied
+}
+
+func TestACLWithTheRealClient(t *testing.T) {
+	f, topic, denied := aclFixture(t)
+	good := primitive.Credentials{AccessKey: "app", SecretKey: "app-secret"}
+	p := newProducer(t, f, producer.WithCredentials(good))
+	if _, err := p.SendSync(context.Background(), primitive.NewMessage(topic, []byte("allowed"))); err != nil {
+		t.Fatalf("right credentials: %v", err)
+	}
+	_, err := p.SendSync(context.Background(), primitive.NewMessage(denied, []byte("x")))
+	if err == nil || !strings.Contains(err.Error(), "16") {
+		t.Fatalf("send to a denied topic: %v", err)
+	}
+	wrong := newProducer(t, f, producer.WithCredentials(primitive.Credentials{AccessKey: "app", SecretKey: "guess"}))
+	if _, err := wrong.SendSync(context.Background(), primitive.NewMessage(topic, []byte("x"))); err == nil || !strings.Contains(err.Error(), "16") {
+		t.Fatalf("wrong secret: %v", err)
+	}
+	none := newProducer(t, f)
+	if _, err := none.SendSync(context.Background(), primitive.NewMessage(topic, []byte("x"))); err == nil || !strings.Contains(err.Error(), "16") {
+		t.Fatalf("no credentials: %v", err)
+	}
+	var got collect
+	newPushConsumer(t, f, uniq("g"), topic, consumer.MessageSelector{}, got.handle, consumer.WithCredentials(good))
+	eventually(t, 20*time.Second, "the allowed message", func() bool { return got.count() >= 1 })
+	if b := got.bodies(); len(b) != 1 || b["allowed"] != 1 {
+		t.Fatalf("consumed %v", b)
+	}
+}
+
+func TestACLPerGroupAndSignature(t *testing.T) {
+	f, topic, denied := aclFixture(t)
+	c := dialRaw(t, f.b.Addr())
+	signed := func(fields map[string]string, secret string) map[string]string {
+		fields["AccessKey"] = "app"
+		fields["Signature"] = Sign(fields, nil, secret)
+		return fields
+	}
+	pull := func(group, topic string) map[string]string {
+		return map[string]string{"consumerGroup": group, "topic": topic, "queueId": "0", "queueOffset": "0", "maxMsgNums": "1"}
+	}
+	c.call(reqGetRouteInfoByTopic, map[string]string{"topic": topic}, nil)
+	if r := c.call(reqPullMessage, signed(pull("ok_group", topic), "app-secret"), nil); r.Code != resPullNotFound {
+		t.Fatalf("allowed pull: %d %s", r.Code, r.Remark)
+	}
+	if r := c.call(reqPullMessage, signed(pull("blocked_group", topic), "app-secret"), nil); r.Code != resNoPermission {
+		t.Fatalf("denied group: %d %s", r.Code, r.Remark)
+	}
+	if r := c.call(reqPullMessage, signed(pull("ok_group", denied), "app-secret"), nil); r.Code != resNoPermission {
+		t.Fatalf("denied topic: %d %s", r.Code, r.Remark)
+	}
+	if r := c.call(reqPullMessage, signed(pull("ok_group", topic), "wrong"), nil); r.Code != resNoPermission {
+		t.Fatalf("bad signature: %d %s", r.Code, r.Remark)
+	}
+	if r := c.call(reqGetBrokerRuntimeInfo, signed(map[string]string{}, "app-secret"), nil); r.Code != resNoPermission {
+		t.Fatalf("runtime info without admin: %d %s", r.Code, r.Remark)
+	}
+}
+
+func selfSigned(t *testing.T) *tls.Config {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "mqlite-broker-test"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, KeyUsage: x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}, MinVersion: tls.VersionTLS12}
+}
+
+func TestTLSRoundTrip(t *testing.T) {
+	f := startBroker(t, nil, &Options{TLS: selfSigned(t)})
+	topic := uniq("T")
+	p := newProducer(t, f, producer.WithTls(true))
+	if _, err := p.SendSync(context.Background(), primitive.NewMessage(topic, []byte("secret"))); err != nil {
+		t.Fatalf("send over TLS: %v", err)
+	}
+	var got collect
+	newPushConsumer(t, f, uniq("g"), topic, consumer.MessageSelector{}, got.handle, consumer.WithTls(true))
+	eventually(t, 20*time.Second, "the message over TLS", func() bool { return got.count() >= 1 })
+	// A plaintext client is not served.
+	c := dialRaw(t, f.b.Addr())
+	c.writeRaw([]byte{0, 0, 0, 4, 0, 0, 0, 0})
+	c.expectClosed()
+}

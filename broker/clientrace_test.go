@@ -69,7 +69,6 @@ func TestOrderedSendAndOrderlyConsume(t *testing.T) {
 	}
 }
 
-
 func TestPullFrom(t *testing.T) {
 	f := startBroker(t, nil, nil)
 	topic := uniq("T")

@@ -18,6 +18,9 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	if spec := os.Getenv(childEnv); spec != "" {
+		runChild(spec)
+	}
 	rlog.SetLogLevel("fatal")
 	code := m.Run()
 	if code == 0 {
@@ -64,6 +67,8 @@ type fixture struct {
 	dir   string
 	so    *mqlite.Options
 	bo    Options
+	// nsAddr, when set, is the name server of a broker in another process.
+	nsAddr primitive.NamesrvAddr
 }
 
 func startBroker(t *testing.T, so *mqlite.Options, bo *Options) *fixture {
@@ -126,7 +131,12 @@ func (f *fixture) restart() {
 	f.store, f.b = st, b
 }
 
-func (f *fixture) ns() primitive.NamesrvAddr { return primitive.NamesrvAddr{f.b.Addr()} }
+func (f *fixture) ns() primitive.NamesrvAddr {
+	if f.nsAddr != nil {
+		return f.nsAddr
+	}
+	return primitive.NamesrvAddr{f.b.Addr()}
+}
 
 // eventually polls cond until it holds or d passes: for waiting on the
 // client library's own timers (rebalance, heartbeats), which offer no hook.

@@ -21,6 +21,9 @@ func TestMain(m *testing.M) {
 	if spec := os.Getenv(childEnv); spec != "" {
 		runChild(spec)
 	}
+	if addr := os.Getenv(tlsClientEnv); addr != "" {
+		runTLSClient(addr)
+	}
 	rlog.SetLogLevel("fatal")
 	code := m.Run()
 	if code == 0 {

@@ -197,7 +197,7 @@ func (b *Broker) Shutdown(ctx context.Context) error {
 	}
 	b.mu.Unlock()
 	for _, c := range conns {
-		c.close()
+		c.closeAfterDrain()
 	}
 	b.connWG.Wait()
 	<-done

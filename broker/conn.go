@@ -21,8 +21,10 @@ type conn struct {
 	remote  string
 	out     chan []byte
 	done    chan struct{}
+	drain   chan struct{} // closed by Shutdown: write what is queued, then close
 	pending chan struct{}
 	once    sync.Once
+	dOnce   sync.Once
 	id      atomic.Pointer[string] // client ID, from the first heartbeat
 }
 
@@ -33,6 +35,7 @@ func newConn(b *Broker, nc net.Conn) *conn {
 		remote:  nc.RemoteAddr().String(),
 		out:     make(chan []byte, 64),
 		done:    make(chan struct{}),
+		drain:   make(chan struct{}),
 		pending: make(chan struct{}, b.opts.MaxPendingPerConn),
 	}
 }
@@ -50,6 +53,10 @@ func (c *conn) close() {
 		c.nc.Close()
 	})
 }
+
+// closeAfterDrain makes the writer send the responses already queued,
+// then close the connection.
+func (c *conn) closeAfterDrain() { c.dOnce.Do(func() { close(c.drain) }) }
 
 func (c *conn) readLoop() {
 	defer c.b.connWG.Done()
@@ -137,31 +144,40 @@ func (c *conn) writeLoop() {
 		select {
 		case <-c.done:
 			return
+		case <-c.drain:
+			if c.writeQueued(w, nil) {
+				w.Flush()
+			}
+			c.close()
+			return
 		case frame := <-c.out:
-			if err := c.nc.SetWriteDeadline(time.Now().Add(c.b.opts.IdleTimeout)); err != nil {
+			if !c.writeQueued(w, frame) || w.Flush() != nil {
 				c.close()
 				return
 			}
-			if _, err := w.Write(frame); err != nil {
-				c.close()
-				return
+		}
+	}
+}
+
+// writeQueued writes frame (if any) and every frame queued behind it into
+// w, so that a burst of responses costs one flush.
+func (c *conn) writeQueued(w *bufio.Writer, frame []byte) bool {
+	if err := c.nc.SetWriteDeadline(time.Now().Add(c.b.opts.IdleTimeout)); err != nil {
+		return false
+	}
+	if frame != nil {
+		if _, err := w.Write(frame); err != nil {
+			return false
+		}
+	}
+	for {
+		select {
+		case f := <-c.out:
+			if _, err := w.Write(f); err != nil {
+				return false
 			}
-			// Batch what is queued already into one write.
-			for more := true; more; {
-				select {
-				case f := <-c.out:
-					if _, err := w.Write(f); err != nil {
-						c.close()
-						return
-					}
-				default:
-					more = false
-				}
-			}
-			if err := w.Flush(); err != nil {
-				c.close()
-				return
-			}
+		default:
+			return true
 		}
 	}
 }

@@ -191,3 +191,13 @@ func TestPendingAndConnectionLimits(t *testing.T) {
 	c3 := dialRaw(t, f.b.Addr())
 	c3.expectClosed()
 }
+
+func dialRawErr(addr string) (net.Conn, error) {
+	nc, err := net.DialTimeout("tcp", addr, time.Second)
+	if err == nil {
+		nc.Close()
+	}
+	return nc, err
+}
+
+func contains(s, sub string) bool { return bytes.Contains([]byte(s), []byte(sub)) }

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"sync"
@@ -178,5 +179,34 @@ func TestDelayLevelSend(t *testing.T) {
 	defer got.mu.Unlock()
 	if string(got.msgs[0].Body) != "later" || got.msgs[0].Topic != topic {
 		t.Fatalf("delivered %s on %s", got.msgs[0].Body, got.msgs[0].Topic)
+	}
+}
+
+func TestCompressedBodyAndKeys(t *testing.T) {
+	f := startBroker(t, nil, nil)
+	topic := uniq("T")
+	p := newProducer(t, f) // the client compresses bodies over 4 KiB
+	big := bytes.Repeat([]byte("mqlite "), 3000)
+	m := primitive.NewMessage(topic, big)
+	m.WithKeys([]string{"k1", "k2"})
+	m.WithTag("big")
+	if _, err := p.SendSync(context.Background(), m); err != nil {
+		t.Fatal(err)
+	}
+	var got collect
+	newPushConsumer(t, f, uniq("g"), topic, consumer.MessageSelector{}, got.handle)
+	eventually(t, 20*time.Second, "the big message", func() bool { return got.count() >= 1 })
+	got.mu.Lock()
+	defer got.mu.Unlock()
+	g := got.msgs[0]
+	if !bytes.Equal(g.Body, big) || g.GetTags() != "big" || g.GetKeys() != "k1 k2" {
+		t.Fatalf("body %d bytes (want %d), tags %q, keys %q", len(g.Body), len(big), g.GetTags(), g.GetKeys())
+	}
+	// The store holds it uncompressed, indexed by both keys.
+	for _, k := range []string{"k1", "k2"} {
+		ms, err := f.store.MessagesByKey(topic, k, time.Time{}, time.Now().Add(time.Minute), 10)
+		if err != nil || len(ms) != 1 || !bytes.Equal(ms[0].Body, big) {
+			t.Fatalf("key %s: %d messages, %v", k, len(ms), err)
+		}
 	}
 }

@@ -64,7 +64,7 @@ func uniq(prefix string) string {
 }
 
 type fixture struct {
-	t     *testing.T
+	t     testing.TB
 	store *mqlite.Store
 	b     *Broker
 	dir   string
@@ -74,7 +74,7 @@ type fixture struct {
 	nsAddr primitive.NamesrvAddr
 }
 
-func startBroker(t *testing.T, so *mqlite.Options, bo *Options) *fixture {
+func startBroker(t testing.TB, so *mqlite.Options, bo *Options) *fixture {
 	t.Helper()
 	dir := t.TempDir()
 	if so == nil {
@@ -143,7 +143,7 @@ func (f *fixture) ns() primitive.NamesrvAddr {
 
 // eventually polls cond until it holds or d passes: for waiting on the
 // client library's own timers (rebalance, heartbeats), which offer no hook.
-func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
+func eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(d)
 	for !cond() {

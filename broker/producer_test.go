@@ -15,7 +15,7 @@ import (
 	"github.com/mqlite/mqlite"
 )
 
-func newProducer(t *testing.T, f *fixture, opts ...producer.Option) rocketmq.Producer {
+func newProducer(t testing.TB, f *fixture, opts ...producer.Option) rocketmq.Producer {
 	t.Helper()
 	base := []producer.Option{producer.WithNameServer(f.ns()), producer.WithGroupName(uniq("pg")),
 		producer.WithInstanceName(uniq("pi")), producer.WithRetry(0)}
@@ -59,7 +59,7 @@ func (c *collect) count() int {
 	return len(c.msgs)
 }
 
-func newPushConsumer(t *testing.T, f *fixture, group, topic string, sel consumer.MessageSelector,
+func newPushConsumer(t testing.TB, f *fixture, group, topic string, sel consumer.MessageSelector,
 	h func(context.Context, ...*primitive.MessageExt) (consumer.ConsumeResult, error), opts ...consumer.Option) rocketmq.PushConsumer {
 	t.Helper()
 	base := []consumer.Option{consumer.WithNameServer(f.ns()), consumer.WithGroupName(group),

@@ -26,6 +26,7 @@ type conn struct {
 	once    sync.Once
 	dOnce   sync.Once
 	id      atomic.Pointer[string] // client ID, from the first heartbeat
+	bytes   atomic.Int64           // request bytes being served
 }
 
 func newConn(b *Broker, nc net.Conn) *conn {
@@ -86,18 +87,26 @@ func (c *conn) readLoop() {
 		if !c.b.beginRequest() {
 			return // shutting down
 		}
+		size := int64(len(frame))
+		if c.bytes.Add(size) > int64(c.b.opts.MaxPendingBytesPerConn) {
+			c.bytes.Add(-size)
+			c.b.inflight.Done()
+			c.reply(req, remoting.NewResponse(req, resSystemBusy, "too many pending request bytes on this connection"))
+			continue
+		}
 		select {
 		case c.pending <- struct{}{}:
-			go c.serve(req)
+			go c.serve(req, size)
 		default:
+			c.bytes.Add(-size)
 			c.b.inflight.Done()
 			c.reply(req, remoting.NewResponse(req, resSystemBusy, "too many pending requests on this connection"))
 		}
 	}
 }
 
-func (c *conn) serve(req *remoting.Command) {
-	defer func() { <-c.pending; c.b.inflight.Done() }()
+func (c *conn) serve(req *remoting.Command, size int64) {
+	defer func() { c.bytes.Add(-size); <-c.pending; c.b.inflight.Done() }()
 	resp := c.b.dispatch(c, req)
 	c.reply(req, resp)
 }

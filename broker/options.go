@@ -51,6 +51,10 @@ type Options struct {
 	// MaxPendingPerConn bounds the requests of one connection being
 	// served at once (a long-polling pull counts); more get SYSTEM_BUSY.
 	MaxPendingPerConn int
+	// MaxPendingBytesPerConn bounds the request bytes of one connection
+	// being served at once (default 64 MiB); more get SYSTEM_BUSY. With
+	// MaxFrame it bounds what one client can make the broker hold.
+	MaxPendingBytesPerConn int
 	// IdleTimeout closes a connection that sent nothing for this long
 	// (clients send heartbeats every 30 s).
 	IdleTimeout time.Duration
@@ -101,6 +105,7 @@ func (o *Options) withDefaults() (Options, error) {
 	setInt("MaxConns", &c.MaxConns, DefaultMaxConns)
 	setInt("MaxFrame", &c.MaxFrame, remoting.DefaultMaxFrame)
 	setInt("MaxPendingPerConn", &c.MaxPendingPerConn, DefaultMaxPendingPerConn)
+	setInt("MaxPendingBytesPerConn", &c.MaxPendingBytesPerConn, 64<<20)
 	setInt("DefaultTopicQueues", &c.DefaultTopicQueues, DefaultTopicQueues)
 	setDur := func(name string, v *time.Duration, def time.Duration) {
 		if *v == 0 {

@@ -22,6 +22,8 @@ type rawClient struct {
 	nc net.Conn
 	r  *bufio.Reader
 	op int32
+	// notes are the broker's own requests read while waiting for a response.
+	notes []*remoting.Command
 }
 
 func dialRaw(t *testing.T, addr string) *rawClient {
@@ -59,13 +61,27 @@ func (c *rawClient) call(code int, fields map[string]string, body []byte) *remot
 	}
 	c.writeRaw(frame)
 	resp, err := c.read()
+	for err == nil && !resp.IsResponse() { // a notification from the broker
+		c.notes = append(c.notes, resp)
+		resp, err = c.read()
+	}
 	if err != nil {
 		c.t.Fatalf("request %d: %v", code, err)
 	}
-	if resp.Opaque != c.op || !resp.IsResponse() {
+	if resp.Opaque != c.op {
 		c.t.Fatalf("response opaque %d flag %d, want %d", resp.Opaque, resp.Flag, c.op)
 	}
 	return resp
+}
+
+// nextNote returns the broker's next request to this client.
+func (c *rawClient) nextNote() (*remoting.Command, error) {
+	if len(c.notes) > 0 {
+		n := c.notes[0]
+		c.notes = c.notes[1:]
+		return n, nil
+	}
+	return c.read()
 }
 
 // expectClosed asserts the broker closed the connection.
@@ -201,3 +217,86 @@ func dialRawErr(addr string) (net.Conn, error) {
 }
 
 func contains(s, sub string) bool { return bytes.Contains([]byte(s), []byte(sub)) }
+
+func TestPendingBytesLimit(t *testing.T) {
+	f := startBroker(t, nil, &Options{MaxPendingBytesPerConn: 1024})
+	c := dialRaw(t, f.b.Addr())
+	send := map[string]string{"producerGroup": "p", "topic": "Big", "queueId": "0"}
+	if r := c.call(reqSendMessage, send, make([]byte, 2048)); r.Code != resSystemBusy {
+		t.Fatalf("request over the byte budget: %d %s", r.Code, r.Remark)
+	}
+	if r := c.call(reqSendMessage, send, make([]byte, 100)); r.Code != resSuccess {
+		t.Fatalf("small request after a refused one: %d %s", r.Code, r.Remark)
+	}
+}
+
+func TestIdleConnectionClosed(t *testing.T) {
+	f := startBroker(t, nil, &Options{IdleTimeout: 200 * time.Millisecond})
+	c := dialRaw(t, f.b.Addr())
+	c.expectClosed()
+}
+
+func TestHeartbeatNotifiesGroupAndOffsets(t *testing.T) {
+	f := startBroker(t, nil, nil)
+	hb := func(id string) []byte {
+		return []byte(`{"clientID":"` + id + `","producerDataSet":[],"consumerDataSet":[{"groupName":"grp","messageModel":"CLUSTERING",` +
+			`"subscriptionDataSet":[{"topic":"HT","subString":"*","expressionType":"TAG"}]}]}`)
+	}
+	a, b := dialRaw(t, f.b.Addr()), dialRaw(t, f.b.Addr())
+	if r := a.call(reqHeartBeat, nil, hb("client-a")); r.Code != resSuccess {
+		t.Fatalf("heartbeat a: %d %s", r.Code, r.Remark)
+	}
+	// a is told about its own arrival; drain that.
+	if n, err := a.nextNote(); err != nil || n.Code != reqNotifyConsumerIdsChanged {
+		t.Fatalf("first notify: %v %+v", err, n)
+	}
+	if r := b.call(reqHeartBeat, nil, hb("client-b")); r.Code != resSuccess {
+		t.Fatalf("heartbeat b: %d", r.Code)
+	}
+	if len(b.notes) > 1 {
+		t.Fatalf("b got %d notifications", len(b.notes))
+	}
+	n, err := a.nextNote()
+	if err != nil || n.Code != reqNotifyConsumerIdsChanged || n.Field("consumerGroup") != "grp" || n.IsResponse() {
+		t.Fatalf("a was not notified of b: %v %+v", err, n)
+	}
+	list := b.call(reqGetConsumerListByGroup, map[string]string{"consumerGroup": "grp"}, nil)
+	var ids struct {
+		IDs []string `json:"consumerIdList"`
+	}
+	if json.Unmarshal(list.Body, &ids) != nil || len(ids.IDs) != 2 || ids.IDs[0] != "client-a" || ids.IDs[1] != "client-b" {
+		t.Fatalf("consumer list: %s", list.Body)
+	}
+	a.nc.Close()
+	eventually(t, 5*time.Second, "a's membership to end", func() bool { return len(f.b.clients.members("grp")) == 1 })
+
+	// Offsets: max, min, search, commit and query.
+	for range 3 {
+		send := map[string]string{"producerGroup": "p", "topic": "HT", "queueId": "2"}
+		if r := b.call(reqSendMessage, send, []byte("x")); r.Code != resSuccess {
+			t.Fatalf("send: %d", r.Code)
+		}
+	}
+	q := map[string]string{"topic": "HT", "queueId": "2"}
+	if r := b.call(reqGetMaxOffset, q, nil); r.Field("offset") != "3" {
+		t.Fatalf("max offset: %v", r.ExtFields)
+	}
+	if r := b.call(reqGetMinOffset, q, nil); r.Field("offset") != "0" {
+		t.Fatalf("min offset: %v", r.ExtFields)
+	}
+	search := map[string]string{"topic": "HT", "queueId": "2", "timestamp": strconv.FormatInt(time.Now().Add(time.Hour).UnixMilli(), 10)}
+	if r := b.call(reqSearchOffsetByTimestamp, search, nil); r.Field("offset") != "3" {
+		t.Fatalf("search offset: %v", r.ExtFields)
+	}
+	upd := map[string]string{"consumerGroup": "grp", "topic": "HT", "queueId": "2", "commitOffset": "2"}
+	if r := b.call(reqUpdateConsumerOffset, upd, nil); r.Code != resSuccess {
+		t.Fatalf("update offset: %d %s", r.Code, r.Remark)
+	}
+	qo := map[string]string{"consumerGroup": "grp", "topic": "HT", "queueId": "2"}
+	if r := b.call(reqQueryConsumerOffset, qo, nil); r.Field("offset") != "2" {
+		t.Fatalf("query offset: %d %v", r.Code, r.ExtFields)
+	}
+	if off, ok, err := f.store.CommittedOffset("grp", "HT", 2); !ok || err != nil || off != 2 {
+		t.Fatalf("store offset: %d %v %v", off, ok, err)
+	}
+}

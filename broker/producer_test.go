@@ -26,7 +26,7 @@ func newProducer(t testing.TB, f *fixture, opts ...producer.Option) rocketmq.Pro
 	if err := p.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { p.Shutdown() })
+	t.Cleanup(func() { stopClient(p.Shutdown) })
 	return p
 }
 
@@ -74,7 +74,7 @@ func newPushConsumer(t testing.TB, f *fixture, group, topic string, sel consumer
 	if err := c.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { c.Shutdown() })
+	t.Cleanup(func() { stopClient(c.Shutdown) })
 	return c
 }
 

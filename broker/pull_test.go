@@ -20,7 +20,7 @@ func newLitePull(t *testing.T, f *fixture, group string) rocketmq.PullConsumer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { c.Shutdown() })
+	t.Cleanup(func() { stopClient(c.Shutdown) })
 	return c
 }
 

@@ -48,7 +48,7 @@ func newTxProducer(t *testing.T, f *fixture, group string, l *txListener) rocket
 	if err := p.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { p.Shutdown() })
+	t.Cleanup(func() { stopClient(p.Shutdown) })
 	return p
 }
 

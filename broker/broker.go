@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"sync/atomic"
 
 	"github.com/mqlite/mqlite"
 	"github.com/mqlite/mqlite/broker/remoting"
@@ -29,10 +30,11 @@ type Broker struct {
 	ctx    context.Context // cancelled by Shutdown: long polls end
 	cancel context.CancelFunc
 
-	clients *registry
-	locks   *lockTable
-	txns    *txnBridge
-	filters sync.Map // "type\x00expr" -> filter or error
+	clients     *registry
+	locks       *lockTable
+	txns        *txnBridge
+	filters     sync.Map // "type\x00expr" -> filter or error
+	filterCount atomic.Int64
 
 	inflight sync.WaitGroup // requests being served
 	connWG   sync.WaitGroup // connection goroutines and the accept loop

@@ -19,7 +19,7 @@ const (
 	DefaultMaxConns          = 1024
 	DefaultMaxPendingPerConn = 256
 	DefaultIdleTimeout       = 3 * time.Minute
-	DefaultMaxSuspend        = 30 * time.Second
+	DefaultMaxSuspend        = 20 * time.Second
 	DefaultTopicQueues       = 4
 )
 
@@ -58,7 +58,9 @@ type Options struct {
 	// IdleTimeout closes a connection that sent nothing for this long
 	// (clients send heartbeats every 30 s).
 	IdleTimeout time.Duration
-	// MaxSuspend caps how long a pull is held waiting for messages.
+	// MaxSuspend caps how long a pull is held waiting for messages; the
+	// default, 20 s, is the Go client's own suspend time (it gives up on a
+	// pull after 30 s).
 	MaxSuspend time.Duration
 	// DefaultTopicQueues is the queue count of topics created because a
 	// client asked for their route (TBW102 semantics); default 4.

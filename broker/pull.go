@@ -50,6 +50,11 @@ func parsePullHeader(req *remoting.Command) (pullHeader, string) {
 	return h, ""
 }
 
+// maxCachedFilters bounds the compiled-filter cache, so clients sending
+// ever new expressions cannot grow it without end (past it, filters are
+// compiled per pull).
+const maxCachedFilters = 4096
+
 // compileFilter returns the filter of a subscription, cached.
 func (b *Broker) compileFilter(typ, expr string) (filter.Expression, error) {
 	if expr == "" || expr == "*" {
@@ -69,12 +74,15 @@ func (b *Broker) compileFilter(typ, expr string) (filter.Expression, error) {
 	} else {
 		f, err = filter.Tag(expr)
 	}
-	if err != nil {
-		b.filters.Store(key, err)
-		return nil, err
+	if b.filterCount.Load() < maxCachedFilters {
+		b.filterCount.Add(1)
+		if err != nil {
+			b.filters.Store(key, err)
+		} else {
+			b.filters.Store(key, f)
+		}
 	}
-	b.filters.Store(key, f)
-	return f, nil
+	return f, err
 }
 
 func (b *Broker) handlePull(c *conn, req *remoting.Command) *remoting.Command {

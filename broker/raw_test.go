@@ -300,3 +300,23 @@ func TestHeartbeatNotifiesGroupAndOffsets(t *testing.T) {
 		t.Fatalf("store offset: %d %v %v", off, ok, err)
 	}
 }
+
+func TestRouteWithoutAutoCreate(t *testing.T) {
+	f := startBroker(t, nil, &Options{NoAutoCreateTopics: true, DefaultTopicQueues: 3})
+	c := dialRaw(t, f.b.Addr())
+	if r := c.call(reqGetRouteInfoByTopic, map[string]string{"topic": "Unknown"}, nil); r.Code != resTopicNotExist {
+		t.Fatalf("unknown topic: %d %s", r.Code, r.Remark)
+	}
+	r := c.call(reqGetRouteInfoByTopic, map[string]string{"topic": "TBW102"}, nil)
+	var route topicRoute
+	if r.Code != resSuccess || json.Unmarshal(r.Body, &route) != nil || len(route.QueueDatas) != 1 || route.QueueDatas[0].WriteQueueNums != 3 ||
+		route.BrokerDatas[0].BrokerAddrs["0"] != f.b.Addr() {
+		t.Fatalf("TBW102 route: %d %s", r.Code, r.Body)
+	}
+	if r := c.call(reqGetRouteInfoByTopic, nil, nil); r.Code != resSystemError {
+		t.Fatalf("route without a topic: %d", r.Code)
+	}
+	if r := c.call(reqGetRouteInfoByTopic, map[string]string{"topic": "bad name!"}, nil); r.Code != resTopicNotExist {
+		t.Fatalf("route of a bad name: %d", r.Code)
+	}
+}

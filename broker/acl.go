@@ -151,7 +151,7 @@ func (b *Broker) checkResources(acc *Account, req *remoting.Command) *remoting.C
 		return nil
 	}
 	switch req.Code {
-	case reqSendMessage, reqSendMessageV2, reqSendBatchMessage:
+	case reqSendMessage, reqSendMessageV2, reqSendBatchMessage, reqSendReplyMessage, reqSendReplyMessageV2:
 		h, _ := parseSendHeader(req)
 		return topic(PermPub, h.topic)
 	case reqPullMessage, reqQueryConsumerOffset, reqUpdateConsumerOffset:

@@ -107,6 +107,8 @@ func (b *Broker) routes() map[int]handler {
 		reqQueryMessage:            b.handleQueryMessage,
 		reqViewMessageByID:         b.handleViewMessage,
 		reqGetBrokerRuntimeInfo:    b.handleRuntimeInfo,
+		reqSendReplyMessage:        b.handleSendReply,
+		reqSendReplyMessageV2:      b.handleSendReply,
 	}
 }
 

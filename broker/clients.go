@@ -43,10 +43,12 @@ type registry struct {
 	// ID -> connection.
 	consumers map[string]map[string]*member
 	producers map[string]map[string]*conn
+	byID      map[string]*conn // client ID -> its latest connection
 }
 
 func newRegistry(b *Broker) *registry {
-	return &registry{b: b, consumers: map[string]map[string]*member{}, producers: map[string]map[string]*conn{}}
+	return &registry{b: b, consumers: map[string]map[string]*member{}, producers: map[string]map[string]*conn{},
+		byID: map[string]*conn{}}
 }
 
 func (b *Broker) handleHeartbeat(c *conn, req *remoting.Command) *remoting.Command {
@@ -68,6 +70,7 @@ func (b *Broker) handleHeartbeat(c *conn, req *remoting.Command) *remoting.Comma
 	var changed []string
 	r := b.clients
 	r.mu.Lock()
+	r.byID[hb.ClientID] = c
 	for _, pd := range hb.Producers {
 		ms := r.producers[pd.GroupName]
 		if ms == nil {
@@ -143,6 +146,11 @@ func (r *registry) dropConn(c *conn) {
 			}
 		}
 	}
+	for id, bc := range r.byID {
+		if bc == c {
+			delete(r.byID, id)
+		}
+	}
 	r.mu.Unlock()
 	for _, g := range changed {
 		r.notify(g)
@@ -200,6 +208,23 @@ func (r *registry) addProducer(group string, c *conn) {
 		r.producers[group] = ms
 	}
 	ms[id] = c
+}
+
+// bindClient records that client ID id speaks over c (a request message
+// names its sender in REPLY_TO_CLIENT before any heartbeat may have).
+func (r *registry) bindClient(id string, c *conn) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.byID[id] == nil {
+		r.byID[id] = c
+	}
+}
+
+// byClientID returns the connection of a client (nil if none).
+func (r *registry) byClientID(id string) *conn {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.byID[id]
 }
 
 // producerConn returns a live connection of producer group (nil if none).

@@ -54,7 +54,9 @@
 //     Go and Java clients use JSON by default.
 //   - Filtering runs on the messages read, after ReadQueue; it does not
 //     skip ConsumeQueue entries by tag hash first.
-//   - Pop consumption, gRPC (RocketMQ 5 proxy), request-reply, message
-//     tracing topics and admin commands other than topic creation and
-//     runtime info are not served (REQUEST_CODE_NOT_SUPPORTED).
+//   - Replies of request-reply are pushed to the requester's connection,
+//     not stored in a reply topic.
+//   - Pop consumption, gRPC (RocketMQ 5 proxy), message tracing topics and
+//     admin commands other than topic creation and runtime info are not
+//     served (REQUEST_CODE_NOT_SUPPORTED).
 package broker

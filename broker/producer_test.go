@@ -210,3 +210,33 @@ func TestCompressedBodyAndKeys(t *testing.T) {
 		}
 	}
 }
+
+func TestRequestReply(t *testing.T) {
+	f := startBroker(t, nil, nil)
+	topic := uniq("Req")
+	replier := newProducer(t, f)
+	h := func(_ context.Context, msgs ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
+		for _, m := range msgs {
+			reply, err := consumer.CreateReplyMessage(m, nil)
+			if err != nil {
+				return consumer.ConsumeRetryLater, err
+			}
+			// CreateReplyMessage parses its body argument as properties and
+			// drops it (rocketmq-client-go consumer/message_util.go).
+			reply.Body = append([]byte("re: "), m.Body...)
+			if _, err := replier.SendSync(context.Background(), reply); err != nil {
+				return consumer.ConsumeRetryLater, err
+			}
+		}
+		return consumer.ConsumeSuccess, nil
+	}
+	newPushConsumer(t, f, uniq("g"), topic, consumer.MessageSelector{}, h)
+	requester := newProducer(t, f)
+	got, err := requester.Request(context.Background(), 10*time.Second, primitive.NewMessage(topic, []byte("ping")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got.Body) != "re: ping" {
+		t.Fatalf("reply %q", got.Body)
+	}
+}

@@ -73,7 +73,12 @@ func (b *Broker) handleSend(c *conn, req *remoting.Command) *remoting.Command {
 	if h.batch {
 		return b.sendBatch(req, h)
 	}
-	m, err := toMessage(h.topic, req.Body, parseProperties(h.props), h.flag, h.sysFlag, h.born)
+	props := parseProperties(h.props)
+	if to := props[propReplyToClient]; to != "" {
+		b.clients.bindClient(to, c) // a request: its reply comes back here
+		props[propCluster] = b.opts.ClusterName
+	}
+	m, err := toMessage(h.topic, req.Body, props, h.flag, h.sysFlag, h.born)
 	if err != nil {
 		return errorResponse(req, err)
 	}

@@ -62,7 +62,14 @@ func (c *conn) closeAfterDrain() { c.dOnce.Do(func() { close(c.drain) }) }
 func (c *conn) readLoop() {
 	defer c.b.connWG.Done()
 	defer c.b.removeConn(c)
-	defer c.close()
+	graceful := false
+	defer func() {
+		if graceful {
+			c.closeAfterDrain()
+		} else {
+			c.close()
+		}
+	}()
 	r := bufio.NewReaderSize(c.nc, 64<<10)
 	log := c.b.opts.Logger
 	for {
@@ -84,8 +91,10 @@ func (c *conn) readLoop() {
 		if req.IsResponse() {
 			continue // answers to the broker's oneway requests
 		}
-		if !c.b.beginRequest() {
-			return // shutting down
+		if !c.b.beginRequest() { // shutting down: say so, then close
+			c.reply(req, remoting.NewResponse(req, resServiceNotAvailable, "broker shutting down"))
+			graceful = true
+			return
 		}
 		size := int64(len(frame))
 		if c.bytes.Add(size) > int64(c.b.opts.MaxPendingBytesPerConn) {

@@ -13,15 +13,16 @@ import (
 
 func TestShutdownAnswersLongPollsThenCloses(t *testing.T) {
 	f := startBroker(t, nil, nil)
-	c := dialRaw(t, f.b.Addr())
-	if r := c.call(reqGetRouteInfoByTopic, map[string]string{"topic": "S"}, nil); r.Code != resSuccess {
-		t.Fatalf("route: %d", r.Code)
+	if err := f.store.CreateTopic("S", mqlite.TopicConfig{Queues: 1}); err != nil {
+		t.Fatal(err)
 	}
+	c := dialRaw(t, f.b.Addr())
 	pull := map[string]string{"consumerGroup": "g", "topic": "S", "queueId": "0", "queueOffset": "0", "maxMsgNums": "1",
 		"sysFlag": strconv.Itoa(pullFlagSuspend), "suspendTimeoutMillis": "30000"}
 	frame, _ := remoting.Encode(&remoting.Command{Code: reqPullMessage, Opaque: 7, ExtFields: pull})
 	c.writeRaw(frame)
-	// The pull is suspended once the broker counts it in flight.
+	// The pull is the connection's only request: once it holds a pending
+	// slot it is in flight (suspended, or about to be).
 	eventually(t, 5*time.Second, "the suspended pull", func() bool {
 		f.b.mu.Lock()
 		defer f.b.mu.Unlock()

@@ -21,10 +21,15 @@ type handler func(c *conn, req *remoting.Command) *remoting.Command
 // Broker serves one mqlite.Store over RocketMQ's remoting protocol, as
 // both the name server and the (only) broker of a one-broker cluster.
 type Broker struct {
-	store    *mqlite.Store
-	opts     Options
-	ln       net.Listener
-	addr     string // advertised host:port
+	store *mqlite.Store
+	opts  Options
+	ln    net.Listener
+	addr  string   // advertised host:port
+	host  struct { // addr as message IDs and stored messages carry it
+		ip   []byte
+		port int32
+		v6   bool
+	}
 	handlers map[int]handler
 
 	ctx    context.Context // cancelled by Shutdown: long polls end
@@ -67,6 +72,7 @@ func Listen(store *mqlite.Store, opts *Options) (*Broker, error) {
 	if b.addr == "" {
 		b.addr = ln.Addr().String()
 	}
+	b.host.ip, b.host.port, b.host.v6 = hostBytes(b.addr)
 	b.ctx, b.cancel = context.WithCancel(context.Background())
 	b.mu.conns = map[*conn]struct{}{}
 	b.clients = newRegistry(b)

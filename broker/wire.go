@@ -186,7 +186,7 @@ func hostBytes(addr string) ([]byte, int32, bool) {
 // offsetMsgID is RocketMQ's message ID: store host, port and CommitLog
 // offset in upper-case hex.
 func (b *Broker) offsetMsgID(off int64) string {
-	ip, port, _ := hostBytes(b.addr)
+	ip, port := b.host.ip, b.host.port
 	buf := make([]byte, 0, len(ip)+12)
 	buf = append(buf, ip...)
 	buf = binary.BigEndian.AppendUint32(buf, uint32(port))
@@ -218,7 +218,7 @@ func clientProperties(m *mqlite.MessageExt) map[string]string {
 // appendMessage appends m in the stored-message layout the client
 // decodes (primitive.DecodeMessage).
 func (b *Broker) appendMessage(dst []byte, m *mqlite.MessageExt, props map[string]string) []byte {
-	ip, port, v6 := hostBytes(b.addr)
+	ip, port, v6 := b.host.ip, b.host.port, b.host.v6
 	sys := int32(m.SysFlag & sysTxTypeMask)
 	if v6 {
 		sys |= sysBornHostV6 | sysStoreHostV6

@@ -26,6 +26,45 @@ const (
 
 func (p Perm) allows(need Perm) bool { return p == PermPubSub || p == need }
 
+var permNames = map[string]Perm{"DENY": PermDeny, "PUB": PermPub, "SUB": PermSub, "PUB|SUB": PermPubSub, "SUB|PUB": PermPubSub}
+
+// String returns RocketMQ's name of the permission: DENY, PUB, SUB or
+// PUB|SUB.
+func (p Perm) String() string {
+	switch p {
+	case PermPub:
+		return "PUB"
+	case PermSub:
+		return "SUB"
+	case PermPubSub:
+		return "PUB|SUB"
+	}
+	return "DENY"
+}
+
+// MarshalJSON writes the permission's name.
+func (p Perm) MarshalJSON() ([]byte, error) { return json.Marshal(p.String()) }
+
+// UnmarshalJSON reads a name (as in RocketMQ's plain_acl.yml: "DENY",
+// "PUB", "SUB", "PUB|SUB") or the number of the constant.
+func (p *Perm) UnmarshalJSON(b []byte) error {
+	var name string
+	if err := json.Unmarshal(b, &name); err == nil {
+		v, ok := permNames[strings.ToUpper(strings.ReplaceAll(name, " ", ""))]
+		if !ok {
+			return fmt.Errorf("%w: permission %q (want DENY, PUB, SUB or PUB|SUB)", ErrInvalidOptions, name)
+		}
+		*p = v
+		return nil
+	}
+	var n int
+	if err := json.Unmarshal(b, &n); err != nil || n < int(PermDeny) || n > int(PermPubSub) {
+		return fmt.Errorf("%w: permission %s", ErrInvalidOptions, b)
+	}
+	*p = Perm(n)
+	return nil
+}
+
 // Account is one access key of the ACL.
 type Account struct {
 	AccessKey string

@@ -8,6 +8,8 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"math/big"
 	"net"
@@ -173,4 +175,27 @@ func TestTLSRoundTrip(t *testing.T) {
 	c := dialRaw(t, f.b.Addr())
 	c.writeRaw([]byte{0, 0, 0, 4, 0, 0, 0, 0})
 	c.expectClosed()
+}
+
+func TestACLFromJSON(t *testing.T) {
+	raw := `{"Accounts":[{"AccessKey":"a","SecretKey":"s","DefaultTopicPerm":"PUB|SUB","DefaultGroupPerm":2,
+		"Topics":{"x":"DENY","y":"pub"},"Groups":{"g":"SUB"}}]}`
+	var acl ACL
+	if err := json.Unmarshal([]byte(raw), &acl); err != nil {
+		t.Fatal(err)
+	}
+	a := acl.Accounts[0]
+	if a.DefaultTopicPerm != PermPubSub || a.DefaultGroupPerm != PermSub || a.Topics["x"] != PermDeny || a.Topics["y"] != PermPub || a.Groups["g"] != PermSub {
+		t.Fatalf("parsed %+v", a)
+	}
+	for _, bad := range []string{`"ALL"`, `7`, `-1`, `{}`} {
+		var p Perm
+		if err := json.Unmarshal([]byte(bad), &p); !errors.Is(err, ErrInvalidOptions) {
+			t.Fatalf("%s: %v", bad, err)
+		}
+	}
+	out, err := json.Marshal(a.Topics)
+	if err != nil || string(out) != `{"x":"DENY","y":"PUB"}` {
+		t.Fatalf("marshal: %s %v", out, err)
+	}
 }

@@ -2,9 +2,11 @@ package broker
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -108,7 +110,69 @@ func BenchmarkDrain(b *testing.B) {
 
 // startNoop serves routes and acknowledges sends without storing them:
 // the client's own cost, the ceiling of any broker behind it.
-func startNoop(b *testing.B) *fixture {
+func startNoop(b *testing.B) *fixture { return startNoopBacklog(b, 0) }
+
+// noopConsume answers what a push consumer asks: heartbeats, its group
+// (itself), offset 0, and pulls from a canned backlog of perQueue 128 B
+// messages per queue.
+func noopConsume(resp, req *remoting.Command, perQueue int64) {
+	switch req.Code {
+	case reqHeartBeat:
+		var hb heartbeat
+		json.Unmarshal(req.Body, &hb)
+		noopClient.Store(hb.ClientID)
+	case reqGetConsumerListByGroup:
+		id, _ := noopClient.Load().(string)
+		resp.Body, _ = json.Marshal(map[string]any{"consumerIdList": []string{id}})
+	case reqQueryConsumerOffset, reqGetMaxOffset, reqGetMinOffset:
+		resp.ExtFields["offset"] = "0"
+	case reqPullMessage:
+		h, _ := parsePullHeader(req)
+		n := min(int64(h.max), perQueue-h.offset)
+		if n <= 0 {
+			resp.Code = resPullNotFound
+			n = 0
+		}
+		fake := &Broker{}
+		fake.host.ip, fake.host.port = []byte{127, 0, 0, 1}, 1
+		m := &mqlite.MessageExt{Message: mqlite.Message{Topic: h.topic, Body: make([]byte, 128)}, QueueID: h.queue}
+		for i := range n {
+			m.QueueOffset = h.offset + i
+			resp.Body = fake.appendMessage(resp.Body, m, nil)
+		}
+		resp.ExtFields["nextBeginOffset"] = strconv.FormatInt(h.offset+n, 10)
+		resp.ExtFields["minOffset"] = "0"
+		resp.ExtFields["maxOffset"] = strconv.FormatInt(perQueue, 10)
+	}
+}
+
+var noopClient atomic.Value
+
+// BenchmarkDrainNoop: the push consumer against a server answering pulls
+// from memory, the consumer's own ceiling for BenchmarkDrain.
+func BenchmarkDrainNoop(b *testing.B) {
+	f := startNoopBacklog(b, int64(b.N+3)/4)
+	var got atomic.Int64
+	done := make(chan struct{})
+	var once sync.Once
+	h := func(_ context.Context, msgs ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
+		if got.Add(int64(len(msgs))) >= int64(b.N) {
+			once.Do(func() { close(done) })
+		}
+		return consumer.ConsumeSuccess, nil
+	}
+	b.ResetTimer()
+	start := time.Now()
+	newPushConsumer(b, f, uniq("g"), uniq("D"), consumer.MessageSelector{}, h, consumer.WithConsumeMessageBatchMaxSize(32), consumer.WithPullBatchSize(32))
+	select {
+	case <-done:
+	case <-time.After(5 * time.Minute):
+		b.Fatalf("drained %d of %d", got.Load(), b.N)
+	}
+	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "msgs/s")
+}
+
+func startNoopBacklog(b *testing.B, perQueue int64) *fixture {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)
@@ -152,6 +216,9 @@ func startNoop(b *testing.B) *fixture {
 					if err != nil {
 						return
 					}
+					if req.IsResponse() {
+						continue
+					}
 					resp := remoting.NewResponse(req, resSuccess, "")
 					switch req.Code {
 					case reqGetRouteInfoByTopic:
@@ -160,6 +227,8 @@ func startNoop(b *testing.B) *fixture {
 						resp.ExtFields["msgId"] = fmt.Sprintf("7F00000100002A9F%016X", seq.Add(1))
 						resp.ExtFields["queueId"] = "0"
 						resp.ExtFields["queueOffset"] = "0"
+					default:
+						noopConsume(resp, req, perQueue)
 					}
 					out, _ := remoting.Encode(resp)
 					wmu.Lock()

@@ -51,8 +51,8 @@ type Broker struct {
 }
 
 // Listen opens the listener of a broker serving store and starts
-// accepting. The caller keeps ownership of store: close it after
-// Shutdown.
+// accepting. The caller keeps ownership of store (close it after
+// Shutdown) unless Options.CloseStore hands it to the broker.
 func Listen(store *mqlite.Store, opts *Options) (*Broker, error) {
 	if store == nil {
 		return nil, fmt.Errorf("%w: nil store", ErrInvalidOptions)
@@ -180,9 +180,9 @@ func (b *Broker) removeConn(c *conn) {
 }
 
 // Shutdown stops accepting, ends long polls, waits for the requests in
-// flight to finish (or ctx to end), then closes every connection and
-// waits for their goroutines. It does not close the Store. A second call
-// returns ErrClosed.
+// flight to finish (or ctx to end), answers them, then closes every
+// connection and waits for their goroutines. It closes the Store only
+// with Options.CloseStore. A second call returns ErrClosed.
 func (b *Broker) Shutdown(ctx context.Context) error {
 	b.mu.Lock()
 	if b.mu.closed {
@@ -214,6 +214,9 @@ func (b *Broker) Shutdown(ctx context.Context) error {
 	b.txns.close()
 	if errors.Is(err, net.ErrClosed) {
 		err = nil
+	}
+	if b.opts.CloseStore {
+		err = errors.Join(err, b.store.Close())
 	}
 	return err
 }

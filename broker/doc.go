@@ -33,8 +33,8 @@
 // its connection; a bad request gets RocketMQ's error response and the
 // connection lives on; an unknown request code gets
 // REQUEST_CODE_NOT_SUPPORTED. Shutdown stops accepting, ends long polls,
-// answers the requests in flight, then closes the connections; it never
-// closes the Store, which the caller owns.
+// answers the requests in flight, then closes the connections; it closes
+// the Store only when Options.CloseStore says the broker owns it.
 //
 // # Security
 //

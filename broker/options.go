@@ -78,6 +78,9 @@ type Options struct {
 	// default 5 s.
 	TxEndTimeout   time.Duration
 	TxCheckTimeout time.Duration
+	// CloseStore makes Shutdown (and Close) close the Store last, for a
+	// broker that owns it; by default the caller closes it.
+	CloseStore bool
 	// Logger receives connection and protocol errors; nil discards.
 	Logger *slog.Logger
 }

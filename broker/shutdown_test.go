@@ -86,3 +86,21 @@ func TestOptionsValidation(t *testing.T) {
 		t.Fatal("second listener on a taken address")
 	}
 }
+
+func TestShutdownClosesAnOwnedStore(t *testing.T) {
+	st, err := mqlite.Open(t.TempDir(), &mqlite.Options{InMemory: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := Listen(st, &Options{Addr: "127.0.0.1:0", CloseStore: true})
+	if err != nil {
+		st.Close()
+		t.Fatal(err)
+	}
+	if err := b.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Put(context.Background(), &mqlite.Message{Topic: "S", Body: []byte("x")}, 0); !errors.Is(err, mqlite.ErrClosed) {
+		t.Fatalf("store after Shutdown with CloseStore: %v", err)
+	}
+}

@@ -1,6 +1,14 @@
 package mqlite
 
-import "github.com/mqlite/mqlite/topic"
+// Calls for code that serves consumers living outside this process (a
+// network broker such as the nested module broker/): their groups' retry
+// topics, their committed offsets, and filtered reads.
+
+import (
+	"context"
+
+	"github.com/mqlite/mqlite/topic"
+)
 
 // EnsureRetryTopic creates group's retry topic (%RETRY%group, one queue)
 // when it does not exist yet, as starting a clustering consumer of the
@@ -37,4 +45,19 @@ func (s *Store) CommitOffset(group, topic string, queue int, offset int64) error
 // queue, and false when the group has none there.
 func (s *Store) CommittedOffset(group, topic string, queue int) (int64, bool, error) {
 	return s.consumers.RemoteOffset(group, topic, queue)
+}
+
+// ReadQueueFiltered is ReadQueue through a subscription filter evaluated
+// in the store, as the store's own consumers read: entries whose stored
+// tags hash cannot match f are skipped without reading the CommitLog, the
+// rest are decoded and checked exactly. It returns the matching messages
+// and the offset to read from next, past every entry it examined (so a
+// call may return no message and a next offset beyond from). It blocks
+// as ReadQueue does while no entry is there yet. A nil f matches
+// everything.
+func (s *Store) ReadQueueFiltered(ctx context.Context, topic string, queue int, from int64, max int, f Filter) ([]*MessageExt, int64, error) {
+	if err := s.enter(ctx, "read queue"); err != nil {
+		return nil, from, err
+	}
+	return s.pull(ctx, topic, queue, from, max, f, nil)
 }

@@ -15,14 +15,14 @@
 // (route data, cluster info; a topic a client asks about is created, as
 // RocketMQ's autoCreateTopicEnable and TBW102 do) and the single broker
 // (ID 0) of cluster Options.ClusterName. The Store does the work: sends are
-// Put / PutBatch, pulls are ReadQueue (a suspended pull waits inside
-// ReadQueue and is woken by the store's dispatcher, no polling interval),
+// Put / PutBatch, pulls are ReadQueueFiltered (the subscription's tag or
+// SQL92 filter evaluated in the store; a suspended pull waits inside it and
+// is woken by the store's dispatcher, no polling interval),
 // offsets are the Store's (CommitOffset, persisted with its periodic
 // write), send-back is SendBack (retry topic, delay levels, DLQ), half
 // messages go through a per-group TransactionProducer whose check-back asks
-// the remote producer (CHECK_TRANSACTION_STATE on its connection), filters
-// are package filter's tag and SQL92 expressions, queries are
-// MessagesByKey and ReadAt.
+// the remote producer (CHECK_TRANSACTION_STATE on its connection), queries
+// are MessagesByKey and ReadAt.
 //
 // # Connections
 //
@@ -52,8 +52,6 @@
 //     transaction ID to end it).
 //   - The RocketMQ binary header (serialization type 1) is refused; the
 //     Go and Java clients use JSON by default.
-//   - Filtering runs on the messages read, after ReadQueue; it does not
-//     skip ConsumeQueue entries by tag hash first.
 //   - Replies of request-reply are pushed to the requester's connection,
 //     not stored in a reply topic.
 //   - Pop consumption, gRPC (RocketMQ 5 proxy), message tracing topics and

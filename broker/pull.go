@@ -130,16 +130,17 @@ func (b *Broker) handlePull(c *conn, req *remoting.Command) *remoting.Command {
 	return b.pullWait(ctx, req, h, f, minOff)
 }
 
-// pullWait reads from h.offset, blocking in ReadQueue (woken by the
-// store's dispatcher) until a message passes the filter or ctx ends.
+// pullWait reads from h.offset through the Store's filtered read,
+// blocking inside it (woken by the store's dispatcher) until a message
+// passes the filter or ctx ends.
 func (b *Broker) pullWait(ctx context.Context, req *remoting.Command, h pullHeader, f filter.Expression, minOff int64) *remoting.Command {
 	next := h.offset
 	for {
-		msgs, err := b.store.ReadQueue(ctx, h.topic, h.queue, next, h.max)
+		msgs, after, err := b.store.ReadQueueFiltered(ctx, h.topic, h.queue, next, h.max, f)
 		if err != nil && len(msgs) == 0 {
 			maxOff, _ := b.store.MaxOffset(h.topic, h.queue)
 			if ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
-				return pullResponse(req, resPullNotFound, next, minOff, maxOff)
+				return pullResponse(req, resPullNotFound, max(next, after), minOff, maxOff)
 			}
 			if errors.Is(err, mqlite.ErrNotFound) || errors.Is(err, mqlite.ErrOffsetOutOfRange) {
 				minOff, _ = b.store.MinOffset(h.topic, h.queue)
@@ -147,15 +148,12 @@ func (b *Broker) pullWait(ctx context.Context, req *remoting.Command, h pullHead
 			}
 			return errorResponse(req, err)
 		}
-		var body []byte
-		for _, m := range msgs {
-			next = m.QueueOffset + 1
-			if f != nil && !f.Match(&m.Message) {
-				continue
+		next = max(next, after)
+		if len(msgs) > 0 {
+			var body []byte
+			for _, m := range msgs {
+				body = b.appendMessage(body, m, clientProperties(m))
 			}
-			body = b.appendMessage(body, m, clientProperties(m))
-		}
-		if len(body) > 0 {
 			maxOff, _ := b.store.MaxOffset(h.topic, h.queue)
 			resp := pullResponse(req, resSuccess, next, minOff, maxOff)
 			resp.Body = body

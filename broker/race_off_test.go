@@ -1,0 +1,6 @@
+//go:build !race
+
+package broker
+
+// raceEnabled: see stopClient.
+const raceEnabled = false

@@ -25,7 +25,9 @@ func readmeTour(ctx context.Context, dir string, check func(error)) {
 	p, err := s.NewProducer(mqlite.ProducerOptions{})
 	check(err)
 	res, err := p.Send(ctx, &mqlite.Message{Topic: "orders", Tags: "created", Keys: []string{"o-42"},
-		ShardingKey: "o-42", Body: []byte(`{"amount": 120}`)}) // same key -> same queue -> in order
+		ShardingKey: "o-42",     // same key -> same queue -> in order
+		DedupID:     "o-42/new", // sent again within 2 min: stored once, the first result returned
+		Body:        []byte(`{"amount": 120}`)})
 	check(err)
 	check(p.SendAsync(ctx, &mqlite.Message{Topic: "orders", Body: []byte("b")},
 		func(res mqlite.SendResult, err error) { /* called once stored */ })) // bounded in flight
@@ -70,17 +72,9 @@ func readmeTour(ctx context.Context, dir string, check func(error)) {
 	check(s.WaitVisible(ctx)) // everything sent so far is indexed
 	hits, err := s.MessagesByKey("orders", "o-42", time.Time{}, time.Now(), 16)
 	check(err)
-	for m, err := range s.Messages("orders", res.QueueID, 0) { // one queue, from offset 0
-		check(err)
-		_ = m
-	}
-	dead, err := s.DeadLetters("billing", 0, 100)
+	dead, err := s.DeadLetters("billing", 0, 100) // then s.Redrive(ctx, "billing", id): back to its topic
 	check(err)
-	for _, d := range dead {
-		_, err = s.Redrive(ctx, "billing", d.ID()) // back to its topic
-		check(err)
-	}
-	_, _, _ = msgs, m, hits
+	_, _, _, _ = msgs, m, hits, dead
 	// README:end
 }
 

@@ -250,7 +250,7 @@ func (s *Store) releaseJob(j *putJob) {
 // nothing. m must not be modified until Put returns. Producers (see
 // NewProducer) add queue selection, async sends and compression.
 func (s *Store) Put(ctx context.Context, m *Message, queue int) (PutResult, error) {
-	if s.hooks.h.Sends() {
+	if s != nil && s.hooks.h.Sends() { // a nil Store gets its error from enter
 		return s.putHooked(ctx, m, queue)
 	}
 	return s.put(ctx, m, queue)
@@ -346,7 +346,7 @@ func (s *Store) awaitLocal(ctx context.Context, end int64) error {
 // all of them or none, and with FlushSync they share one sync. If any
 // message is invalid nothing is stored.
 func (s *Store) PutBatch(ctx context.Context, msgs []*Message, queue int) ([]PutResult, error) {
-	if s.hooks.h.Sends() {
+	if s != nil && s.hooks.h.Sends() { // a nil Store gets its error from enter
 		return s.putBatchHooked(ctx, msgs, queue)
 	}
 	return s.putBatch(ctx, msgs, queue)

@@ -235,8 +235,9 @@ func writeFrame(w *bufio.Writer, kind uint32, offset, primaryEnd int64, body []b
 	return err
 }
 
-// readFrame reads one frame into buf (grown as needed), refusing a body
-// longer than limit, and checks its CRC.
+// readFrame reads one frame into buf (grown as needed), refusing a chunk
+// longer than limit and a metadata frame longer than maxMetaBody, and
+// checks its CRC.
 func readFrame(r io.Reader, buf []byte, limit int) (frame, []byte, error) {
 	var h [frameHeader]byte
 	if _, err := io.ReadFull(r, h[:]); err != nil {
@@ -246,6 +247,9 @@ func readFrame(r io.Reader, buf []byte, limit int) (frame, []byte, error) {
 		primaryEnd: int64(wle.Uint64(h[16:])), crc: wle.Uint32(h[24:])}
 	if f.kind != frameChunk && f.kind != frameMeta {
 		return f, buf, errs.Corrupt("replication stream", f.offset, "unknown frame kind %d", f.kind)
+	}
+	if f.kind == frameMeta {
+		limit = maxMetaBody
 	}
 	if f.length < 0 || f.length > limit || f.offset < 0 {
 		return f, buf, errs.Corrupt("replication stream", f.offset, "frame of %d bytes, the limit is %d", f.length, limit)

@@ -108,8 +108,6 @@ func (c Config) validate() error {
 	return nil
 }
 
-// retains says whether c has a retention of its own.
-func (c Config) retains() bool { return c.RetentionAge > 0 || c.RetentionBytes > 0 }
 
 // ValidateSysName checks the characters and length (up to 255) of a name
 // the store uses for itself.

@@ -55,7 +55,7 @@ func (l *Log) reserve(from, to int64) {
 // s (global offsets, inside s) that the writer has not reserved, syncs
 // them, and maps them for the readers. A failure is only logged (the
 // writer writes the range anyway), except a failed sync, which fences the
-// log as any failed sync does: the file may have lost pages.
+// log as any failed sync does.
 func (l *Log) prewrite(s *segment, from, end int64) {
 	// Keep s mapped: it is in the pinned snapshot, or the newest segment
 	// not rolled to yet, which only the allocator's exit releases.
@@ -64,9 +64,10 @@ func (l *Log) prewrite(s *segment, from, end int64) {
 	if snap.closed || (snap.at(s.start, l.opts.SegmentSize) != s && !newest(snap, s)) {
 		return
 	}
-	// From the writer's reservation at most (looked at again once the
-	// range is published).
-	if from = max(from, l.reserved.Load()); from >= end {
+	l.zeroing.Store(&[2]int64{from, end})
+	defer l.zeroing.Store(nil)
+	from = max(from, l.reserved.Load())
+	if from >= end {
 		return
 	}
 	f, err := l.opts.FS.OpenFile(s.path, os.O_RDWR, 0o600)
@@ -74,23 +75,9 @@ func (l *Log) prewrite(s *segment, from, end int64) {
 		l.opts.Logger.Warn("mqlite/commitlog: open a segment to pre-write it", "path", s.path, "err", err)
 		return
 	}
-	l.zeroing.Store(&[2]int64{from, end})
-	if from = max(from, l.reserved.Load()); from >= end {
-		l.zeroing.Store(nil)
-		f.Close()
-		return
-	}
+	defer f.Close()
 	a, b := from-s.start, end-s.start
-	_, err = f.WriteAt(zeros[:b-a], a)
-	// The writer waits only for the zeros to be written, not for their
-	// sync: a sync that takes long (a slow disk) must not hold up the
-	// appends. Syncing the writer's records too, if it wrote into the
-	// range meanwhile, is harmless.
-	l.zeroing.Store(nil)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
+	if _, err := f.WriteAt(zeros[:b-a], a); err != nil {
 		l.opts.Logger.Warn("mqlite/commitlog: pre-write a segment", "path", s.path, "err", err)
 		return
 	}

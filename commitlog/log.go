@@ -109,9 +109,6 @@ type Options struct {
 	// mappings even where it could write through its files (through.go),
 	// for benchmarks that compare the two.
 	noWriteThrough bool
-	// noPrewrite stops the allocator writing zeros ahead of a writer
-	// that writes through its files (prewrite.go), for benchmarks.
-	noPrewrite bool
 	// resident tells which share of a spare is in memory; vfs.Resident
 	// unless a test evicts it.
 	resident func([]byte) float64
@@ -186,11 +183,6 @@ type Log struct {
 	// writeThrough: appends write into the segment files with WriteAt,
 	// not through the mappings (through.go).
 	writeThrough bool
-	// reserved and zeroing keep the writer and the allocator's zero-fill
-	// apart (prewrite.go): the end of what the writer is about to write,
-	// and the range [from, to) being filled, or nil.
-	reserved atomic.Int64
-	zeroing  atomic.Pointer[[2]int64]
 
 	flushMu sync.Mutex
 	delMu   sync.Mutex // serialises DeleteBefore and Close's unmapping
@@ -306,7 +298,6 @@ func Open(opts Options) (*Log, error) {
 		l.releaseAll()
 		return nil, err
 	}
-	l.reserved.Store(l.wrote.Load()) // the allocator pre-writes nothing below
 	l.mu.warmAt = math.MaxInt64
 	if !opts.NoWarm {
 		// From the first append on: a log opened to be read, or not

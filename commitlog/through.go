@@ -68,7 +68,6 @@ func (l *Log) writeAt(s *segment, pos int64, b []byte) error {
 		copy(s.buf[pos:], b)
 		return nil
 	}
-	l.reserve(s.start+pos, s.start+pos+int64(len(b)))
 	if _, err := s.f.WriteAt(b, pos); err != nil {
 		err = diskErr("write", s.path, err)
 		l.fence(err)

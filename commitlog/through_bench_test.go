@@ -7,37 +7,33 @@ import (
 )
 
 // BenchmarkSyncRound is a FlushSync group commit round on the log alone:
-// append 1 or 16 records of 200 bytes, or one of 4 KiB, then Flush, in a
-// log with SmallSyncs, written through the mapping ("mapped") or with
-// pwrite into the file (through.go), with the zero-fill ahead of the
-// writer ("through") or without ("through-nofill", prewrite.go), into a
-// new (fallocated) segment or a recycled one. One op is one round; p50-us
-// is its median.
+// append 1 or 16 records of 200 bytes, then Flush, in a log with
+// SmallSyncs, written through the mapping ("mapped") or with pwrite into
+// the file ("through", through.go), into a new (fallocated) segment or a
+// recycled one. One op is one round; p50-us is its median.
 //
 //	go test -run '^$' -bench BenchmarkSyncRound -count 3 ./commitlog/
 func BenchmarkSyncRound(b *testing.B) {
 	const seg = 16 << 20
 	for _, recycled := range []bool{false, true} {
-		for _, rec := range []struct{ n, size int }{{1, 200}, {16, 200}, {1, 4096}} {
-			for _, path := range []string{"mapped", "through-nofill", "through"} {
-				if recycled && path == "through-nofill" {
-					continue // a recycled segment is not filled
-				}
-				kind := "new"
+		for _, n := range []int{1, 16} {
+			for _, through := range []bool{false, true} {
+				name := fmt.Sprintf("new/%drecords/mapped", n)
 				if recycled {
-					kind = "recycled"
+					name = fmt.Sprintf("recycled/%drecords/mapped", n)
 				}
-				name := fmt.Sprintf("%s/%dx%dB/%s", kind, rec.n, rec.size, path)
-				b.Run(name, func(b *testing.B) { benchSyncRound(b, seg, rec.n, rec.size, recycled, path) })
+				if through {
+					name = name[:len(name)-len("mapped")] + "through"
+				}
+				b.Run(name, func(b *testing.B) { benchSyncRound(b, seg, n, recycled, through) })
 			}
 		}
 	}
 }
 
-func benchSyncRound(b *testing.B, seg int64, n, size int, recycled bool, path string) {
-	through := path != "mapped"
+func benchSyncRound(b *testing.B, seg int64, n int, recycled, through bool) {
 	l, err := Open(Options{Dir: filepath.Join(b.TempDir(), "cl"), SegmentSize: seg, RecoverFrom: -1,
-		NoRecycle: !recycled, SmallSyncs: true, noWriteThrough: !through, noPrewrite: path == "through-nofill"})
+		NoRecycle: !recycled, SmallSyncs: true, noWriteThrough: !through})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -69,5 +65,5 @@ func benchSyncRound(b *testing.B, seg int64, n, size int, recycled bool, path st
 	if got := staleTail(l); got != recycled {
 		b.Fatalf("write segment recycled: %v, want %v", got, recycled)
 	}
-	flushRounds(b, l, &benchAppender{body: payload(size, size)}, n)
+	flushRounds(b, l, a, n)
 }

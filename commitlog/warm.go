@@ -104,12 +104,7 @@ func (l *Log) warmAhead(done *int64) (more bool) {
 			more = false // a fault here is the appender's to report
 		}
 	}()
-	if l.prewrites(s) {
-		end = min(end, from+zeroChunk)
-		l.prewrite(s, from, end)
-	} else {
-		l.opts.populate(s.buf[from-s.start : end-s.start])
-	}
+	l.opts.populate(s.buf[from-s.start : end-s.start])
 	*done = end
 	return end < to
 }
@@ -129,12 +124,6 @@ func (l *Log) warmHead(seg *segment, done *int64) {
 		end := min(head, off+warmChunk)
 		if l.wrote.Load() >= seg.start+int64(end) {
 			continue // the appender rolled in and wrote past it
-		}
-		if l.prewrites(seg) {
-			for z := off; z < end; z += zeroChunk {
-				l.prewrite(seg, seg.start+int64(z), seg.start+int64(min(end, z+zeroChunk)))
-			}
-			continue
 		}
 		l.opts.populate(seg.buf[off:end])
 	}

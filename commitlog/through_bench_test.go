@@ -7,31 +7,32 @@ import (
 )
 
 // BenchmarkSyncRound is a FlushSync group commit round on the log alone:
-// append 1 or 16 records of 200 bytes, then Flush, in a log with
-// SmallSyncs, written through the mapping ("mapped") or with pwrite into
-// the file ("through", through.go), into a new (fallocated) segment or a
-// recycled one. One op is one round; p50-us is its median.
+// append 1 or 16 records of 200 bytes, or one of 4 KiB, then Flush, in a
+// log with SmallSyncs, written through the mapping ("mapped") or with
+// pwrite into the file ("through", through.go), into a new (fallocated)
+// segment or a recycled one. One op is one round; p50-us is its median.
 //
 //	go test -run '^$' -bench BenchmarkSyncRound -count 3 ./commitlog/
 func BenchmarkSyncRound(b *testing.B) {
 	const seg = 16 << 20
 	for _, recycled := range []bool{false, true} {
-		for _, n := range []int{1, 16} {
+		for _, rec := range []struct{ n, size int }{{1, 200}, {16, 200}, {1, 4096}} {
 			for _, through := range []bool{false, true} {
-				name := fmt.Sprintf("new/%drecords/mapped", n)
+				kind, path := "new", "mapped"
 				if recycled {
-					name = fmt.Sprintf("recycled/%drecords/mapped", n)
+					kind = "recycled"
 				}
 				if through {
-					name = name[:len(name)-len("mapped")] + "through"
+					path = "through"
 				}
-				b.Run(name, func(b *testing.B) { benchSyncRound(b, seg, n, recycled, through) })
+				name := fmt.Sprintf("%s/%dx%dB/%s", kind, rec.n, rec.size, path)
+				b.Run(name, func(b *testing.B) { benchSyncRound(b, seg, rec.n, rec.size, recycled, through) })
 			}
 		}
 	}
 }
 
-func benchSyncRound(b *testing.B, seg int64, n int, recycled, through bool) {
+func benchSyncRound(b *testing.B, seg int64, n, size int, recycled, through bool) {
 	l, err := Open(Options{Dir: filepath.Join(b.TempDir(), "cl"), SegmentSize: seg, RecoverFrom: -1,
 		NoRecycle: !recycled, SmallSyncs: true, noWriteThrough: !through})
 	if err != nil {
@@ -65,5 +66,5 @@ func benchSyncRound(b *testing.B, seg int64, n int, recycled, through bool) {
 	if got := staleTail(l); got != recycled {
 		b.Fatalf("write segment recycled: %v, want %v", got, recycled)
 	}
-	flushRounds(b, l, a, n)
+	flushRounds(b, l, &benchAppender{body: payload(size, size)}, n)
 }

@@ -30,8 +30,9 @@ import (
 // commit whose ID another send stored) only add what is not there, so the
 // window after a restart equals the one before.
 //
-// An entry costs the map slot (hash and offset) and its place in the
-// arrival ring; BenchmarkPutDedup measures it (B/id).
+// An entry costs a slot of the ID table (hash and arrival number; see
+// idTable) and its place in the arrival ring: about 56 bytes, which
+// BenchmarkPutDedup measures (B/id).
 
 // DefaultDedupWindow is how long a DedupID is remembered by default, as
 // JetStream's default duplicate window.
@@ -53,11 +54,12 @@ type dedupWindow struct {
 	mu     sync.Mutex
 	window int64 // ms
 	max    int
-	ids    idTable          // hash of (topic, DedupID) -> offset
+	ids    idTable          // hash of (topic, DedupID) -> seq, the arrival number
 	extra  map[string]int64 // topic "\x00" id -> offset, for a hash another ID holds
 	ring   []dedupRef       // arrival order: n entries from head, wrapping
 	head   int
 	n      int
+	seq    uint64 // the arrival number of ring[head]; live seqs are [seq, seq+n)
 	// busy holds the hashes of sends in progress: a send of the same
 	// hash waits for wake (made when the first waiter comes, closed when a
 	// send ends) and looks again.
@@ -184,8 +186,8 @@ func (s *Store) remember(name, id string, off, storeMs int64) {
 // An entry whose record cannot be read (removed by retention, damaged) or
 // names another ID (a hash collision) does not match.
 func (w *dedupWindow) lookup(s *Store, h uint64, name, id string) (PutResult, bool) {
-	if off, ok := w.ids.get(h); ok {
-		if res, ok := s.dedupResult(off, name, id); ok {
+	if seq, ok := w.ids.get(h, w.seq, w.seq+uint64(w.n)); ok {
+		if res, ok := s.dedupResult(w.ring[w.slot(seq)].off, name, id); ok {
 			return res, true
 		}
 	}
@@ -205,18 +207,18 @@ func (w *dedupWindow) add(s *Store, h uint64, name, id string, off, ms int64) {
 
 // insert adds an ID known to be absent.
 func (w *dedupWindow) insert(h uint64, name, id string, off, ms int64) {
-	if _, taken := w.ids.get(h); taken {
+	if w.n == w.max {
+		w.stats.Evicted++
+		w.pop()
+	}
+	if _, taken := w.ids.get(h, w.seq, w.seq+uint64(w.n)); taken {
 		if w.extra == nil {
 			w.extra = map[string]int64{}
 		}
 		w.extra[name+"\x00"+id] = off
-		h = 0 // the queue entry forgets through extra's scan
+		h = 0 // the ring entry forgets through extra's scan
 	} else {
-		w.ids.put(h, off)
-	}
-	if w.n == w.max {
-		w.stats.Evicted++
-		w.pop()
+		w.ids.put(h, w.seq+uint64(w.n), w.seq, w.seq+uint64(w.n))
 	}
 	if w.n == len(w.ring) {
 		grown := make([]dedupRef, max(16, min(2*len(w.ring), w.max)))
@@ -228,12 +230,21 @@ func (w *dedupWindow) insert(h uint64, name, id string, off, ms int64) {
 	w.n++
 }
 
-// pop forgets the oldest ID.
+// pop forgets the oldest ID: its table entry is dead from now on (see
+// idTable), and goes when a probe or a sweep meets it.
 func (w *dedupWindow) pop() {
-	w.forget(w.ring[w.head])
+	if r := w.ring[w.head]; r.hash == 0 {
+		w.forgetExtra(r.off)
+	}
 	w.ring[w.head] = dedupRef{}
 	w.head = (w.head + 1) % len(w.ring)
 	w.n--
+	w.seq++
+}
+
+// slot is the ring index of a live seq.
+func (w *dedupWindow) slot(seq uint64) int {
+	return (w.head + int(seq-w.seq)) % len(w.ring)
 }
 
 // expire forgets IDs older than the window.
@@ -243,13 +254,10 @@ func (w *dedupWindow) expire(nowMs int64) {
 	}
 }
 
-func (w *dedupWindow) forget(r dedupRef) {
-	if r.hash != 0 {
-		w.ids.del(r.hash, r.off)
-		return
-	}
-	for k, off := range w.extra {
-		if off == r.off {
+// forgetExtra removes a collided ID (rare: its hash was taken).
+func (w *dedupWindow) forgetExtra(off int64) {
+	for k, o := range w.extra {
+		if o == off {
 			delete(w.extra, k)
 		}
 	}
@@ -498,7 +506,7 @@ func (s *Store) dedupStats() DedupStats {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	st := w.stats
-	st.IDs = w.ids.len() + len(w.extra)
+	st.IDs = w.n
 	return st
 }
 

@@ -1,79 +1,73 @@
 package mqlite
 
-// idTable maps the hashes of (topic, DedupID) to CommitLog offsets: open
-// addressing with linear probing and deletion by backward shift, so the
-// window's steady churn (one ID in, the oldest out) leaves no tombstones
-// to probe past, as a Go map's deletions do. At most half full.
+// idTable maps the hashes of (topic, DedupID) to the arrival number (seq)
+// of the send that carried them; the window's ring holds, by seq, the
+// CommitLog offset. Open addressing with linear probing: an entry whose
+// seq the ring no longer holds is dead, and is deleted (by backward
+// shift, leaving no tombstone) when a probe passes it or by a sweep once
+// a quarter of the slots are dead. So forgetting the oldest ID, once per
+// send in the window's steady state, touches no slot: a lookup, one
+// random access, is all a new ID costs the table.
 type idTable struct {
 	slots []idSlot
-	n     int
+	used  int // slots holding an entry, live or dead
 }
 
 // idSlot is one entry; hash 0 marks an empty slot (a hash of 0 is stored
 // as 1: a collision like any other, resolved by reading the record).
 type idSlot struct {
 	hash uint64
-	off  int64
+	seq  uint64
 }
 
 func tableHash(h uint64) uint64 { return max(h, 1) }
 
-func (t *idTable) len() int { return t.n }
-
-// get returns the offset stored for h.
-func (t *idTable) get(h uint64) (int64, bool) {
-	if t.n == 0 {
+// get returns the seq of the live entry for h (live: seq in [lo, hi)),
+// deleting the dead entries its probe meets.
+func (t *idTable) get(h uint64, lo, hi uint64) (uint64, bool) {
+	if t.used == 0 {
 		return 0, false
 	}
 	h = tableHash(h)
 	mask := uint64(len(t.slots) - 1)
-	for i := h & mask; ; i = (i + 1) & mask {
-		switch t.slots[i].hash {
-		case h:
-			return t.slots[i].off, true
-		case 0:
+	for i := h & mask; ; {
+		s := t.slots[i]
+		switch {
+		case s.hash == 0:
 			return 0, false
+		case (s.seq < lo || s.seq >= hi):
+			t.delete(i) // slot i now holds what followed, or nothing
+		case s.hash == h:
+			return s.seq, true
+		default:
+			i = (i + 1) & mask
 		}
 	}
 }
 
-// put stores off for h, replacing what was there.
-func (t *idTable) put(h uint64, off int64) {
-	if 4*(t.n+1) > 3*len(t.slots) {
-		t.grow()
-	}
-	h = tableHash(h)
-	mask := uint64(len(t.slots) - 1)
-	for i := h & mask; ; i = (i + 1) & mask {
-		switch t.slots[i].hash {
-		case h:
-			t.slots[i].off = off
-			return
-		case 0:
-			t.slots[i] = idSlot{h, off}
-			t.n++
-			return
+// put adds an entry for h, which has no live one: at the first empty slot
+// of its probe (get has deleted the dead ones on the way).
+func (t *idTable) put(h, seq uint64, lo, hi uint64) {
+	if 4*(t.used+1) > 3*len(t.slots) {
+		t.sweep(lo, hi)
+		if 3*(t.used+1) > 2*len(t.slots) { // still two-thirds full of live ones
+			t.grow(lo, hi)
 		}
-	}
-}
-
-// del removes h if it still maps to off, shifting the entries after it
-// back so that every entry stays reachable from its home slot.
-func (t *idTable) del(h uint64, off int64) {
-	if t.n == 0 {
-		return
 	}
 	h = tableHash(h)
 	mask := uint64(len(t.slots) - 1)
 	i := h & mask
-	for ; t.slots[i].hash != h; i = (i + 1) & mask {
-		if t.slots[i].hash == 0 {
-			return
-		}
+	for t.slots[i].hash != 0 {
+		i = (i + 1) & mask
 	}
-	if t.slots[i].off != off {
-		return
-	}
+	t.slots[i] = idSlot{h, seq}
+	t.used++
+}
+
+// delete empties slot i, shifting the entries after it back so that every
+// entry stays reachable from its home slot.
+func (t *idTable) delete(i uint64) {
+	mask := uint64(len(t.slots) - 1)
 	for j := (i + 1) & mask; t.slots[j].hash != 0; j = (j + 1) & mask {
 		home := t.slots[j].hash & mask
 		// j's entry may fill the hole at i unless its home lies
@@ -84,16 +78,32 @@ func (t *idTable) del(h uint64, off int64) {
 		}
 	}
 	t.slots[i] = idSlot{}
-	t.n--
+	t.used--
 }
 
-func (t *idTable) grow() {
+// sweep deletes every dead entry: one pass over the slots, in order.
+func (t *idTable) sweep(lo, hi uint64) {
+	for i := range t.slots {
+		for t.slots[i].hash != 0 && (t.slots[i].seq < lo || t.slots[i].seq >= hi) {
+			t.delete(uint64(i))
+		}
+	}
+}
+
+// grow doubles the table, keeping the live entries.
+func (t *idTable) grow(lo, hi uint64) {
 	old := t.slots
 	t.slots = make([]idSlot, max(64, 2*len(old)))
-	t.n = 0
+	t.used = 0
+	mask := uint64(len(t.slots) - 1)
 	for _, s := range old {
-		if s.hash != 0 {
-			t.put(s.hash, s.off)
+		if s.hash != 0 && s.seq >= lo && s.seq < hi {
+			i := s.hash & mask
+			for t.slots[i].hash != 0 {
+				i = (i + 1) & mask
+			}
+			t.slots[i] = s
+			t.used++
 		}
 	}
 }

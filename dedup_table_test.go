@@ -7,43 +7,46 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// The table against a map, under the window's churn and with clustered
-// hashes (many sharing home slots), deletions of stale offsets included.
+// The table against a map, under the window's churn: entries die as the
+// live range moves on (never deleted by hand), hashes cluster (many share
+// home slots), and the table sweeps and grows on its own.
 func TestIDTableMatchesAMap(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	var tab idTable
-	ref := map[uint64]int64{}
+	ref := map[uint64]uint64{} // hash -> seq of its last insert
+	var head, next uint64      // live seqs: [head, next)
+	live := func(seq uint64) bool { return seq >= head && seq < next }
 	key := func() uint64 {
 		if rng.IntN(2) == 0 {
 			return uint64(rng.IntN(64)) << 32 // clusters: same low bits
 		}
-		return rng.Uint64N(5000)
+		return rng.Uint64N(50000)
 	}
-	for i := range 200000 {
+	for i := range 300000 {
 		h := key()
-		switch rng.IntN(3) {
-		case 0, 1:
-			tab.put(h, int64(i))
-			ref[tableHash(h)] = int64(i)
-		case 2:
-			off := ref[tableHash(h)]
-			if rng.IntN(4) == 0 {
-				off++ // stale: must not delete
-			}
-			tab.del(h, off)
-			if ref[tableHash(h)] == off {
-				delete(ref, tableHash(h))
-			}
+		if _, ok := tab.get(h, head, next); !ok {
+			tab.put(h, next, head, next)
+			next++
+			ref[tableHash(h)] = next - 1
+		}
+		for next-head > 2000 || (rng.IntN(3) == 0 && head < next) { // the window moves on
+			head++
 		}
 		if i%997 == 0 {
-			require.Equal(t, len(ref), tab.len())
-			for k, v := range ref {
-				got, ok := tab.get(k)
+			for k, seq := range ref {
+				got, ok := tab.get(k, head, next)
+				if !live(seq) {
+					require.False(t, ok, "step %d: %d is dead", i, k)
+					delete(ref, k)
+					continue
+				}
 				require.True(t, ok, "step %d: %d missing", i, k)
-				require.Equal(t, v, got)
+				require.Equal(t, seq, got)
 			}
+			require.LessOrEqual(t, tab.used, len(tab.slots)*3/4+1)
 		}
 	}
-	_, ok := tab.get(1 << 60)
+	_, ok := tab.get(1<<60, head, next)
 	require.False(t, ok)
+	require.Less(t, len(tab.slots), 1<<14, "sweeps keep the table near its live size")
 }

@@ -108,7 +108,6 @@ func (c Config) validate() error {
 	return nil
 }
 
-
 // ValidateSysName checks the characters and length (up to 255) of a name
 // the store uses for itself.
 func ValidateSysName(name string) error {

@@ -84,23 +84,20 @@ func (b *Broker) handleUpdateOffset(c *conn, req *remoting.Command) *remoting.Co
 }
 
 func (b *Broker) handleMaxOffset(c *conn, req *remoting.Command) *remoting.Command {
-	topic, q, missing := queueArgs(req)
-	if missing != "" {
-		return missingField(req, missing)
-	}
-	off, err := b.store.MaxOffset(topic, q)
-	if err != nil {
-		return errorResponse(req, err)
-	}
-	return offsetResponse(req, off)
+	return queueOffset(req, b.store.MaxOffset)
 }
 
 func (b *Broker) handleMinOffset(c *conn, req *remoting.Command) *remoting.Command {
+	return queueOffset(req, b.store.MinOffset)
+}
+
+// queueOffset answers a request naming a queue with the offset get gives.
+func queueOffset(req *remoting.Command, get func(topic string, queue int) (int64, error)) *remoting.Command {
 	topic, q, missing := queueArgs(req)
 	if missing != "" {
 		return missingField(req, missing)
 	}
-	off, err := b.store.MinOffset(topic, q)
+	off, err := get(topic, q)
 	if err != nil {
 		return errorResponse(req, err)
 	}

@@ -191,15 +191,10 @@ func (l *Log) TruncateTo(off int64) error {
 		return fmt.Errorf("mqlite/commitlog: truncate to %d: not a record boundary in [%d, %d]: %w",
 			off, l.MinOffset(), l.wrote.Load(), errs.ErrInvalidArgument)
 	}
-	l.delMu.Lock()
-	defer l.delMu.Unlock()
-	l.flushMu.Lock()
-	defer l.flushMu.Unlock()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.mu.closed {
-		return errs.ErrClosed
+	if err := l.lockAll(); err != nil {
+		return err
 	}
+	defer l.unlockAll()
 	w := l.wrote.Load()
 	if off >= w {
 		return nil
@@ -298,15 +293,10 @@ func (l *Log) RestartAt(start int64) error {
 	if start < 0 || start%l.opts.SegmentSize != 0 {
 		return fmt.Errorf("mqlite/commitlog: restart at %d: not a multiple of the segment size %d: %w", start, l.opts.SegmentSize, errs.ErrInvalidArgument)
 	}
-	l.delMu.Lock()
-	defer l.delMu.Unlock()
-	l.flushMu.Lock()
-	defer l.flushMu.Unlock()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.mu.closed {
-		return errs.ErrClosed
+	if err := l.lockAll(); err != nil {
+		return err
 	}
+	defer l.unlockAll()
 	segs := l.snap.Load().segs
 	if len(segs) != 1 || segs[0].start != 0 || l.wrote.Load() != 0 {
 		return fmt.Errorf("mqlite/commitlog: restart at %d: the log is not empty: %w", start, errs.ErrInvalidArgument)
@@ -361,4 +351,24 @@ func (l *Log) RestartAt(start int64) error {
 	l.mu.allocIdle = false
 	l.allocReq <- start + l.opts.SegmentSize
 	return nil
+}
+
+// lockAll takes every lock of the log, as an operation that rewrites its
+// tail or its segments must: ErrClosed (nothing held) for a closed log.
+func (l *Log) lockAll() error {
+	l.delMu.Lock()
+	l.flushMu.Lock()
+	l.mu.Lock()
+	if l.mu.closed {
+		l.unlockAll()
+		return errs.ErrClosed
+	}
+	return nil
+}
+
+// unlockAll releases what lockAll took.
+func (l *Log) unlockAll() {
+	l.mu.Unlock()
+	l.flushMu.Unlock()
+	l.delMu.Unlock()
 }

@@ -89,18 +89,19 @@ func BenchmarkPut(b *testing.B) {
 	for _, g := range []int{1, 16} {
 		b.Run(fmt.Sprintf("sync/128B/g%d", g), func(b *testing.B) { benchPut(b, FlushSync, 128, g) })
 	}
-	b.Run("async/128B/batch100", benchPutBatch)
+	b.Run("async/128B/batch100", func(b *testing.B) { benchPutBatch(b, 100) })
+	b.Run("async/128B/batch1000", func(b *testing.B) { benchPutBatch(b, 1000) })
 }
 
-// benchPutBatch: one goroutine, PutBatch of 100 128-byte messages
+// benchPutBatch: one goroutine, PutBatch of n 128-byte messages
 // (FlushAsync); b.N counts messages.
-func benchPutBatch(b *testing.B) {
+func benchPutBatch(b *testing.B, n int) {
 	s, err := Open(filepath.Join(b.TempDir(), "store"), &Options{SegmentSize: 256 << 20})
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer s.Close()
-	batch := make([]*Message, 100)
+	batch := make([]*Message, n)
 	for i := range batch {
 		batch[i] = &Message{Topic: "bench", Body: make([]byte, 128)}
 	}

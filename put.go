@@ -247,6 +247,12 @@ func (s *Store) result(j *putJob, off int64) PutResult {
 		j.m.UniqKey, &j.uniq)
 }
 
+// resultInto is result for a plain (not delayed) job, written into *dst.
+func (s *Store) resultInto(dst *PutResult, j *putJob, off int64) {
+	message.SetPutResult(dst, off, commitlog.FrameSize+j.size, int(j.queue), j.qoff, time.UnixMilli(j.storeMs),
+		j.m.UniqKey, &j.uniq)
+}
+
 func (s *Store) releaseJob(j *putJob) {
 	j.m = nil
 	s.jobs.Put(j)
@@ -402,7 +408,7 @@ func (s *Store) appendBatch(ctx context.Context, msgs []*Message, queue int, val
 	off := first
 	for i := range b.jobs {
 		j := &b.jobs[i]
-		res[i] = s.result(j, off)
+		s.resultInto(&res[i], j, off) // batched jobs are never routed
 		s.stored(j.m, j.topic(), res[i])
 		off += int64(res[i].Size)
 	}

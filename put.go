@@ -176,21 +176,34 @@ func (s *Store) newJob(m *Message, queue int, sys, validated bool) (*putJob, err
 // then that topic's).
 func (s *Store) newRoutedJob(m *Message, queue int, c putCheck, route *message.Reroute) (*putJob, error) {
 	nowMs := s.nowMs()
+	if err := s.checkPut(m, queue, c, route, nowMs); err != nil {
+		return nil, err
+	}
+	j := s.jobs.Get().(*putJob)
+	j.fill(m, queue, route, nowMs)
+	return j, nil
+}
+
+// checkPut validates m (unless c says the caller did) and its queue, for
+// a put beginning at nowMs.
+func (s *Store) checkPut(m *Message, queue int, c putCheck, route *message.Reroute, nowMs int64) error {
 	if !c.validated {
 		if err := message.Validate(m, s.opts.MaxMessageSize, topicLimit(m), uniqLen, time.UnixMilli(nowMs)); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	if route != nil {
-		if err := s.checkSysQueue(route.Topic, queue); err != nil {
-			return nil, err
-		}
-	} else if !c.resolved {
-		if err := s.checkQueue(m, queue, c.sys); err != nil {
-			return nil, err
-		}
+		return s.checkSysQueue(route.Topic, queue)
 	}
-	j := s.jobs.Get().(*putJob)
+	if !c.resolved {
+		return s.checkQueue(m, queue, c.sys)
+	}
+	return nil
+}
+
+// fill prepares j for checked message m, put to queue at nowMs.
+func (j *putJob) fill(m *Message, queue int, route *message.Reroute, nowMs int64) {
+	s := j.s
 	j.m, j.queue = m, int32(queue)
 	j.routed = route != nil
 	if j.routed {
@@ -210,7 +223,6 @@ func (s *Store) newRoutedJob(m *Message, queue int, c putCheck, route *message.R
 	} else {
 		j.size = message.PayloadSize(m, uniqLen)
 	}
-	return j, nil
 }
 
 func topicLimit(m *Message) int {
@@ -232,6 +244,12 @@ func (s *Store) result(j *putJob, off int64) PutResult {
 		}
 	}
 	return message.NewPutResult(off, commitlog.FrameSize+j.size, int(j.queue), j.qoff, time.UnixMilli(j.storeMs),
+		j.m.UniqKey, &j.uniq)
+}
+
+// resultInto is result for a plain (not delayed) job, written into *dst.
+func (s *Store) resultInto(dst *PutResult, j *putJob, off int64) {
+	message.SetPutResult(dst, off, commitlog.FrameSize+j.size, int(j.queue), j.qoff, time.UnixMilli(j.storeMs),
 		j.m.UniqKey, &j.uniq)
 }
 
@@ -377,32 +395,20 @@ func (s *Store) appendBatch(ctx context.Context, msgs []*Message, queue int, val
 	if err := s.admit(); err != nil {
 		return nil, err
 	}
-	jobs := make([]*putJob, 0, len(msgs))
-	apps := make([]commitlog.Appender, 0, len(msgs))
-	defer func() {
-		for _, j := range jobs {
-			s.releaseJob(j)
-		}
-	}()
-	for i, m := range msgs {
-		if m != nil && (m.DelayLevel > 0 || !m.DeliverAt.IsZero()) {
-			return nil, fmt.Errorf("mqlite: batch message %d: delayed messages cannot be batched: %w", i, message.ErrInvalidDelay)
-		}
-		j, err := s.newJob(m, queue, false, validated)
-		if err != nil {
-			return nil, fmt.Errorf("mqlite: batch message %d: %w", i, err)
-		}
-		jobs = append(jobs, j)
-		apps = append(apps, j)
+	b := s.getBatch(len(msgs))
+	defer s.putBatchScratch(b)
+	if err := s.prepareBatch(b, msgs, queue, validated); err != nil {
+		return nil, err
 	}
-	first, _, err := s.log.AppendBatch(apps)
+	first, _, err := s.log.AppendBatch(b.apps)
 	if err != nil {
 		return nil, err
 	}
-	res := make([]PutResult, len(jobs))
+	res := make([]PutResult, len(msgs))
 	off := first
-	for i, j := range jobs {
-		res[i] = s.result(j, off)
+	for i := range b.jobs {
+		j := &b.jobs[i]
+		s.resultInto(&res[i], j, off) // batched jobs are never routed
 		s.stored(j.m, j.topic(), res[i])
 		off += int64(res[i].Size)
 	}

@@ -40,6 +40,17 @@ func NewPutResult(off int64, size, queue int, qoff int64, storeTime time.Time, o
 	return r
 }
 
+// SetPutResult is NewPutResult into *dst, field by field: a store filling
+// a batch's results in place copies no whole struct (which, while the
+// garbage collector marks, costs a bulk write barrier per result).
+func SetPutResult(dst *PutResult, off int64, size, queue int, qoff int64, storeTime time.Time, own string, gen *[UniqLen]byte) {
+	dst.Offset, dst.Size, dst.QueueID, dst.QueueOffset = off, size, queue, qoff
+	dst.StoreTime, dst.ownUniq = storeTime, own
+	if own == "" && gen != nil {
+		dst.uniq = *gen
+	}
+}
+
 // MsgID returns the message ID (it encodes the CommitLog offset): the
 // value of MessageExt.MsgID for this message.
 func (r *PutResult) MsgID() string { return ID(r.Offset) }

@@ -166,14 +166,9 @@ type putCheck struct {
 	resolved  bool // m's topic was resolved and queue is one of its queues (a producer picked it)
 }
 
-// newJob validates m (unless the caller just did) and prepares a pooled
-// job. sys allows the store's own topics (and only those that exist).
-func (s *Store) newJob(m *Message, queue int, sys, validated bool) (*putJob, error) {
-	return s.newRoutedJob(m, queue, putCheck{sys: sys, validated: validated}, nil)
-}
-
-// newRoutedJob is newJob for a message stored under route.Topic (queue is
-// then that topic's).
+// newRoutedJob validates m (unless c says the caller did) and prepares a
+// pooled job; a non-nil route stores m under route.Topic (queue is then
+// that topic's).
 func (s *Store) newRoutedJob(m *Message, queue int, c putCheck, route *message.Reroute) (*putJob, error) {
 	nowMs := s.nowMs()
 	if err := s.checkPut(m, queue, c, route, nowMs); err != nil {

@@ -418,7 +418,8 @@ func (s *Store) OffsetForTime(topic string, queue int, t time.Time) (int64, erro
 // MessagesByKey returns messages of topic whose key (or unique key) is key
 // and whose store time lies in [from, to], newest first, at most max
 // (capped at MaxKeyResults). Hash collisions are resolved by checking each
-// candidate message.
+// candidate message. Messages a purge, DeleteTopic or the topic's own
+// retention hid from readers are left out.
 func (s *Store) MessagesByKey(topic, key string, from, to time.Time, max int) ([]*MessageExt, error) {
 	if s.closed.Load() {
 		return nil, errs.ErrClosed
@@ -449,6 +450,12 @@ func (s *Store) MessagesByKey(topic, key string, from, to time.Time, max int) ([
 		ms := m.StoreTimestamp.UnixMilli()
 		if m.Topic != topic || ms < from.UnixMilli() || ms > to.UnixMilli() || (m.UniqKey != key && !slices.Contains(m.Keys, key)) {
 			continue // a hash collision
+		}
+		if hidden, err := s.hiddenByRetention(m); err != nil || hidden {
+			if err != nil {
+				return nil, err
+			}
+			continue
 		}
 		if out = append(out, m); len(out) == max {
 			break

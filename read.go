@@ -74,16 +74,29 @@ func (s *Store) ReadAt(off int64) (*MessageExt, error) {
 // through the IndexFile by its unique key; it has its own ID and queue
 // offset), and until then the waiting message as it will be delivered:
 // its real topic and queue, QueueOffset -1, DelayLevel or DeliverAt set.
+// A message that a purge, DeleteTopic or its topic's own retention hid
+// from readers is ErrNotFound, as one whose segment was deleted.
 func (s *Store) MessageByID(id string) (*MessageExt, error) {
 	off, err := message.ParseID(id)
 	if err != nil {
 		return nil, err
 	}
 	m, err := s.ReadAt(off)
-	if err != nil || (m.Topic != topic.Schedule && m.Topic != topic.Timer) {
+	if err == nil && (m.Topic == topic.Schedule || m.Topic == topic.Timer) {
+		m, err = s.resolveDelayed(m)
+	}
+	if err != nil || m == nil {
 		return m, err
 	}
-	return s.resolveDelayed(m)
+	hidden, err := s.hiddenByRetention(m)
+	if err != nil {
+		return nil, err
+	}
+	if hidden {
+		return nil, fmt.Errorf("mqlite: message %s: below the retained start of %s/%d (purged, deleted or past the topic's retention): %w",
+			id, m.Topic, m.QueueID, errs.ErrNotFound)
+	}
+	return m, nil
 }
 
 // resolveDelayed is the message a waiting delayed or timer copy m becomes:

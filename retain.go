@@ -360,3 +360,30 @@ func (s *Store) freedBelow() int64 {
 	}
 	return lowest
 }
+
+// hiddenByRetention reports that m, read by its ID or a key, lies below
+// its queue's retained start: a purge, a deletion or its topic's own
+// retention hid it from readers while its segment is still on disk. Such a
+// message is not found, as it would not be once its segment is gone.
+func (s *Store) hiddenByRetention(m *MessageExt) (bool, error) {
+	var floored bool
+	if fl := s.retain.floors.Load(); fl != nil {
+		_, floored = (*fl)[m.Topic]
+	}
+	age, bytes := s.topics.Retention(m.Topic)
+	if (!floored && age == 0 && bytes == 0) || m.QueueOffset < 0 {
+		return false, nil
+	}
+	q, err := s.disp.cq.Queue(m.Topic, m.QueueID, false)
+	if errors.Is(err, consumequeue.ErrNotFound) {
+		return floored, nil // a deleted topic's queue
+	}
+	if err != nil {
+		return false, err
+	}
+	lo, err := s.retainedMin(m.Topic, m.QueueID, q)
+	if err != nil {
+		return false, err
+	}
+	return m.QueueOffset < lo, nil
+}

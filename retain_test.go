@@ -2,6 +2,7 @@ package mqlite
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -189,4 +190,60 @@ func TestTopicRetentionFreesSegments(t *testing.T) {
 	st, err := s.Stats()
 	require.NoError(t, err)
 	require.Zero(t, st.Retention.EarlySegments, "freed segments are not deleted early")
+}
+
+// A message hidden by a purge, a deletion or its topic's retention is not
+// found by its ID or a key either, while its segment is still on disk;
+// the messages of other topics in the same segment are.
+func TestHiddenMessagesNotFoundByIDOrKey(t *testing.T) {
+	ctx := context.Background()
+	clk := clock.NewFake(t0)
+	s := dedupStore(t, vfs.NewMem(), clk, nil)
+	require.NoError(t, s.CreateTopic("short", TopicConfig{Queues: 1, RetentionAge: time.Minute}))
+	put := func(topicName, key string) string {
+		t.Helper()
+		r, err := s.Put(ctx, &Message{Topic: topicName, Keys: []string{key}, Body: []byte(key)}, 0)
+		require.NoError(t, err)
+		require.NoError(t, s.WaitVisible(ctx))
+		return r.ID()
+	}
+	byKey := func(topicName, key string) int {
+		t.Helper()
+		got, err := s.MessagesByKey(topicName, key, t0.Add(-time.Hour), t0.Add(time.Hour), 10)
+		require.NoError(t, err)
+		return len(got)
+	}
+	found := func(id string) bool {
+		t.Helper()
+		m, err := s.MessageByID(id)
+		if errors.Is(err, ErrNotFound) {
+			require.Nil(t, m)
+			return false
+		}
+		require.NoError(t, err)
+		return true
+	}
+
+	purged, deleted, aged, kept := put("p", "k1"), put("d", "k2"), put("short", "k3"), put("long", "k4")
+	for _, id := range []string{purged, deleted, aged, kept} {
+		require.True(t, found(id))
+	}
+	require.NoError(t, s.PurgeTopic("p"))
+	require.NoError(t, s.DeleteTopic("d"))
+	clk.Advance(2 * time.Minute)
+	require.False(t, found(purged))
+	require.False(t, found(deleted))
+	require.False(t, found(aged))
+	require.True(t, found(kept))
+	require.Zero(t, byKey("p", "k1"))
+	require.Zero(t, byKey("d", "k2"))
+	require.Zero(t, byKey("short", "k3"))
+	require.Equal(t, 1, byKey("long", "k4"))
+
+	// What is sent after the purge or to the topic created again is found.
+	after, again := put("p", "k1"), put("d", "k2")
+	require.True(t, found(after))
+	require.True(t, found(again))
+	require.Equal(t, 1, byKey("p", "k1"))
+	require.Equal(t, 1, byKey("d", "k2"))
 }

@@ -66,19 +66,8 @@ func (p *Producer) SendAsync(ctx context.Context, m *message.Message, cb func(Se
 	a := &p.async
 	a.mu.RLock()
 	defer a.mu.RUnlock()
-	if a.closed.Load() {
-		return fmt.Errorf("mqlite/producer: send: %w", errs.ErrClosed)
-	}
-	select {
-	case a.slots <- struct{}{}:
-	default:
-		select {
-		case a.slots <- struct{}{}:
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-a.quit:
-			return fmt.Errorf("mqlite/producer: send: %w", errs.ErrClosed)
-		}
+	if err := a.acquire(ctx, "send"); err != nil {
+		return err
 	}
 	res, err := p.store(ctx, m, WaitLater)
 	if err != nil {
@@ -88,6 +77,28 @@ func (p *Producer) SendAsync(ctx context.Context, m *message.Message, cb func(Se
 	a.started.Do(func() { go a.worker() })
 	a.pending <- asyncSend{res: res, cb: cb}
 	return nil
+}
+
+// acquire takes one of the MaxInFlight slots, waiting for one while ctx
+// and the producer live; the caller holds a.mu shared and gives the slot
+// back (<-a.slots) when its send or request has completed.
+func (a *asyncState) acquire(ctx context.Context, what string) error {
+	if a.closed.Load() {
+		return fmt.Errorf("mqlite/producer: %s: %w", what, errs.ErrClosed)
+	}
+	select {
+	case a.slots <- struct{}{}:
+		return nil
+	default:
+	}
+	select {
+	case a.slots <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-a.quit:
+		return fmt.Errorf("mqlite/producer: %s: %w", what, errs.ErrClosed)
+	}
 }
 
 // worker completes queued sends until Close and the queue is empty.

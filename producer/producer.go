@@ -85,9 +85,10 @@ type Options struct {
 	CompressOver int
 	// CompressLevel is the zlib level; default 5, as RocketMQ.
 	CompressLevel int
-	// MaxInFlight bounds async sends accepted but not yet called back;
-	// SendAsync blocks (bounded by its ctx) while the bound is reached.
-	// Default 10,000.
+	// MaxInFlight bounds async sends accepted but not yet called back
+	// and RequestAsync requests not yet answered, together; SendAsync
+	// and RequestAsync block (bounded by their ctx) while the bound is
+	// reached. Default 10,000.
 	MaxInFlight int
 	// RequestTimeout is how long Request and RequestAsync wait for a
 	// reply, on the store's clock (Options.Clock); 0: 3 s

@@ -98,8 +98,11 @@ func (p *Producer) Request(ctx context.Context, m *message.Message) (*message.Me
 // of the producer (one per pending request: callbacks of different
 // requests may run concurrently). If RequestAsync returns an error (bad
 // input, a send error, nil cb) nothing is stored and cb is never called.
-// ctx bounds the wait for the reply too. Close waits for pending
-// callbacks (they get ErrClosed), so cb must not call Close.
+// ctx bounds the wait for the reply too. A pending request counts
+// against Options.MaxInFlight with the async sends: at the bound
+// RequestAsync blocks until a request or send completes, ctx ends (its
+// error; nothing stored) or the producer closes (ErrClosed). Close waits
+// for pending callbacks (they get ErrClosed), so cb must not call Close.
 func (p *Producer) RequestAsync(ctx context.Context, m *message.Message, cb func(*message.MessageExt, error)) error {
 	if p == nil {
 		return errs.NilReceiver("producer.Producer")
@@ -113,14 +116,20 @@ func (p *Producer) RequestAsync(ctx context.Context, m *message.Message, cb func
 	a := &p.async
 	a.mu.RLock() // Close takes it exclusively: no wg.Add after Close waits
 	defer a.mu.RUnlock()
+	if err := a.acquire(ctx, "request async"); err != nil {
+		return err
+	}
 	r, err := p.sendRequest(ctx, m)
 	if err != nil {
+		<-a.slots
 		return err
 	}
 	p.req.wg.Add(1)
 	go func() {
 		defer p.req.wg.Done()
-		cb(p.awaitReply(ctx, r))
+		rep, err := p.awaitReply(ctx, r)
+		<-a.slots // before cb: a callback may make the next request
+		cb(rep, err)
 	}()
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/require"
@@ -126,3 +127,55 @@ func TestRequestTimerAndStoreErrors(t *testing.T) {
 
 // plainStore hides Replies.
 type plainStore struct{ Store }
+
+// TestRequestAsyncBoundedByMaxInFlight: pending requests count against
+// MaxInFlight; at the bound RequestAsync waits for a reply, ends with its
+// ctx storing nothing, and fails with ErrClosed after Close.
+func TestRequestAsyncBoundedByMaxInFlight(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := &replyStore{clk: clock.NewFake(time.Unix(1e9, 0))}
+		p, err := New(st, Options{MaxInFlight: 2})
+		require.NoError(t, err)
+		ids := make(chan string, 8)
+		st.onStore = func(m *message.Message) { ids <- m.Properties[message.PropCorrelationID] }
+		replies := make(chan string, 8)
+		cb := func(m *message.MessageExt, err error) {
+			if err != nil {
+				replies <- err.Error()
+				return
+			}
+			replies <- string(m.Body)
+		}
+		msg := &message.Message{Topic: "t", Body: []byte("x")}
+		require.NoError(t, p.RequestAsync(context.Background(), msg, cb))
+		require.NoError(t, p.RequestAsync(context.Background(), msg, cb))
+		first := <-ids
+		<-ids
+
+		third := make(chan error, 1)
+		go func() { third <- p.RequestAsync(context.Background(), msg, cb) }()
+		synctest.Wait()
+		require.Empty(t, third, "the third request waits at the bound")
+		require.Equal(t, 2, st.stored)
+
+		require.True(t, st.route(first, "one"))
+		require.NoError(t, <-third)
+		require.Equal(t, "one", <-replies)
+		require.Equal(t, 3, st.stored)
+
+		ctx, cancel := context.WithCancel(context.Background())
+		fourth := make(chan error, 1)
+		go func() { fourth <- p.RequestAsync(ctx, msg, cb) }()
+		synctest.Wait()
+		cancel()
+		require.ErrorIs(t, <-fourth, context.Canceled)
+		require.Equal(t, 3, st.stored, "a request that gave up stored nothing")
+
+		require.NoError(t, p.Close())
+		for range 2 {
+			require.Contains(t, <-replies, errs.ErrClosed.Error())
+		}
+		require.ErrorIs(t, p.RequestAsync(context.Background(), msg, cb), errs.ErrClosed)
+		require.Equal(t, 3, st.stored)
+	})
+}

@@ -52,7 +52,8 @@ type TraceEvent struct {
 	Queue  int    `json:"queue"`
 	Offset int64  `json:"offset"`
 	// Group and Member are the consumer (delivered, consumed, failed,
-	// retried, dead-lettered, redriven).
+	// retried, dead-lettered, redriven); for "sent", Group is the
+	// producer's ProducerOptions.Group, if it has one.
 	Group  string `json:"group,omitempty"`
 	Member string `json:"member,omitempty"`
 	// Attempt is the reconsume count: of the delivery, or the retry's new one.
@@ -140,7 +141,7 @@ func (t tracer) sent(_ context.Context, e hook.SendEvent) {
 	}
 	r := e.Result
 	t.record(&TraceEvent{Type: TraceSent, UniqKey: r.UniqKey(), MsgID: r.MsgID(), Topic: e.Message.Topic, Queue: r.QueueID,
-		Offset: r.QueueOffset, Duration: e.Duration}, r.UniqKey(), r.MsgID())
+		Offset: r.QueueOffset, Group: e.Producer, Duration: e.Duration}, r.UniqKey(), r.MsgID())
 }
 
 // stored traces records of user topics, of retry and dead-letter topics,

@@ -146,3 +146,46 @@ func TestMessageTraceFlushSync(t *testing.T) {
 	require.Len(t, evs, 2)
 	require.Equal(t, TraceSent, evs[1].Type)
 }
+
+// TestProducerGroupNamesTheSender: a producer's Group is the sent step's
+// group in the trace and SendEvent.Producer in its hooks; a Store's own
+// Put has none; a bad Group is refused.
+func TestProducerGroupNamesTheSender(t *testing.T) {
+	ctx := context.Background()
+	var producers []string
+	s, err := Open("/t", &Options{InMemory: true, MessageTrace: true,
+		Hooks: Hooks{AfterSend: func(_ context.Context, e SendEvent) { producers = append(producers, e.Producer) }}})
+	require.NoError(t, err)
+	defer s.Close()
+	p, err := s.NewProducer(ProducerOptions{Group: "billing-svc"})
+	require.NoError(t, err)
+	defer p.Close()
+	r, err := p.Send(ctx, &Message{Topic: "orders", Body: []byte("x")})
+	require.NoError(t, err)
+	_, err = p.SendBatch(ctx, []*Message{{Topic: "orders", Body: []byte("y")}})
+	require.NoError(t, err)
+	plain, err := s.Put(ctx, &Message{Topic: "orders", Body: []byte("z")}, 0)
+	require.NoError(t, err)
+	require.Equal(t, []string{"billing-svc", "billing-svc", ""}, producers)
+	require.NoError(t, s.WaitVisible(ctx))
+
+	sent := func(id string) TraceEvent {
+		t.Helper()
+		evs, err := s.Trace(id)
+		require.NoError(t, err)
+		for _, e := range evs {
+			if e.Type == TraceSent {
+				return e
+			}
+		}
+		t.Fatalf("no sent step for %s in %v", id, evs)
+		return TraceEvent{}
+	}
+	require.Equal(t, "billing-svc", sent(r.MsgID()).Group)
+	require.Empty(t, sent(plain.MsgID()).Group)
+
+	for _, bad := range []string{"has space", string(make([]byte, 200))} {
+		_, err = s.NewProducer(ProducerOptions{Group: bad})
+		require.ErrorIs(t, err, ErrInvalidArgument, bad)
+	}
+}

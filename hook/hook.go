@@ -93,6 +93,9 @@ type SendEvent struct {
 	Duration time.Duration
 	// Batch is the batch's size for a message of a batch, else 0.
 	Batch int
+	// Producer is the sending producer's Group; empty for a Store's own
+	// Put and PutBatch and for a producer without one.
+	Producer string
 }
 
 // StoreEvent describes a record the store appended.

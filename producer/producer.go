@@ -109,6 +109,11 @@ type Options struct {
 	// Hooks intercept this producer's sends (BeforeSend, AfterSend; see
 	// package hook). A Store's producers also run the store's Options.Hooks.
 	Hooks hook.Hooks
+	// Group names the producer, as RocketMQ's producer group does: it
+	// is hook.SendEvent.Producer in AfterSend and the group of a message
+	// trace's "sent" step. Optional; if set, a valid topic name (at most
+	// message.MaxTopicLen bytes).
+	Group string
 }
 
 // SendStatus is the outcome of a send that stored its message.
@@ -185,8 +190,19 @@ func New(st Appender, opts Options) (*Producer, error) {
 	if opts.RequestTimeout < 0 {
 		problems = append(problems, fmt.Errorf("negative RequestTimeout %s", opts.RequestTimeout))
 	}
+	if opts.Group != "" {
+		if err := message.ValidateTopic(opts.Group, message.MaxTopicLen); err != nil {
+			problems = append(problems, fmt.Errorf("Group: %w", err))
+		}
+	}
 	if len(problems) > 0 {
 		return nil, fmt.Errorf("mqlite/producer: bad options: %w: %w", errs.ErrInvalidArgument, errors.Join(problems...))
+	}
+	if after, name := opts.Hooks.AfterSend, opts.Group; after != nil && name != "" {
+		opts.Hooks.AfterSend = func(ctx context.Context, e hook.SendEvent) {
+			e.Producer = name
+			after(ctx, e)
+		}
 	}
 	p := &Producer{st: st, sink: stepSink{st}, opts: opts, picker: Picker{Selector: opts.Selector}}
 	if sk, ok := st.(Sink); ok {

@@ -266,7 +266,9 @@ func TestDamagedScheduleQueueDeliversNothingEarly(t *testing.T) {
 		require.NoError(t, err)
 		got = append(got, string(m.Body))
 	}
-	require.Equal(t, int(after-before), len(got))
+	// The timer may deliver between the MaxOffset read and the reads of
+	// Messages: these may see one message more, never fewer.
+	require.GreaterOrEqual(t, len(got), int(after-before))
 	require.LessOrEqual(t, len(got), 1, "delivered: %q", got)
 	if len(got) == 1 {
 		require.Equal(t, "timed", got[0], "only the timer's own message may arrive")

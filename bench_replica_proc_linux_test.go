@@ -31,6 +31,8 @@ import (
 
 var replChildProf = flag.String("repl.childprof", "", "CPU profile of the replica child process: path prefix")
 
+var replChunk = flag.Int("repl.chunk", 0, "ReplicationOptions.ChunkSize of BenchmarkReplicationProc4KiB (0: the default)")
+
 const replProbeName = "TestReplBenchReplicaChild"
 
 // remote is a replica in a child process, fed by a primary in this one.
@@ -256,7 +258,7 @@ func BenchmarkReplicationProcSync16(b *testing.B) {
 // b.N 4 KiB messages (attach to acknowledged end) against a plain TCP copy
 // of as many bytes to the same child (target >= 0.7).
 func BenchmarkReplicationProc4KiB(b *testing.B) {
-	p := replBenchStore(b, "p", Options{})
+	p := replBenchStore(b, "p", Options{Replication: ReplicationOptions{ChunkSize: *replChunk}})
 	defer p.Close()
 	putLoop(b, p, b.N, make([]byte, 4096))
 	n := p.log.WrotePosition()

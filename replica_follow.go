@@ -229,11 +229,13 @@ func (s *Store) receive(ctx context.Context, br *bufio.Reader, w io.Writer, prim
 			}
 		}
 		if br.Buffered() > 0 {
+			s.disp.notify()
 			continue // acknowledge once caught up with what arrived: one ack for many chunks
 		}
 		if err := writeAck(w, s.log.WrotePosition(), s.log.FlushedPosition()); err != nil {
 			return fmt.Errorf("mqlite: replicate: ack: %w", err)
 		}
+		s.disp.notify() // after the ack: a sync send on the primary waits for the ack, not for indexing
 	}
 }
 
@@ -262,8 +264,7 @@ func (s *Store) appendChunk(off int64, b []byte) error {
 			return fmt.Errorf("mqlite: replicate: flush: %w", err)
 		}
 	}
-	s.disp.notify()
-	return nil
+	return nil // receive wakes the dispatcher
 }
 
 // restartAt makes this empty replica's CommitLog start at start, and its

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"runtime"
 	"slices"
 	"sync/atomic"
 
@@ -314,6 +315,9 @@ func (s *Store) stream(ctx context.Context, sd *sender, ss *session, next int64,
 		var err error
 		select {
 		case <-ss.kick:
+			// Let the sends that woke with this one (released by
+			// the same ack) append first: one chunk, one ack for all.
+			runtime.Gosched()
 		case <-beat.C():
 			err = writeFrame(bw, frameChunk, next, end, nil)
 		case <-meta.C():

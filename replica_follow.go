@@ -67,7 +67,7 @@ func (s *Store) ReplicateFrom(ctx context.Context, conn io.ReadWriteCloser) erro
 	if conn == nil {
 		return fmt.Errorf("mqlite: replicate: nil conn: %w", errs.ErrInvalidArgument)
 	}
-	f, fctx, err := s.repl.beginFollow(ctx)
+	f, fctx, err := s.repl.beginFollow(ctx, remoteAddr(conn))
 	if err != nil {
 		conn.Close()
 		return err
@@ -87,7 +87,7 @@ func (s *Store) ReplicateFrom(ctx context.Context, conn io.ReadWriteCloser) erro
 	return s.repl.sessionErr(ctx, err)
 }
 
-func (r *replication) beginFollow(ctx context.Context) (*follower, context.Context, error) {
+func (r *replication) beginFollow(ctx context.Context, addr string) (*follower, context.Context, error) {
 	s := r.s
 	if s.closed.Load() {
 		return nil, nil, errs.ErrClosed
@@ -105,6 +105,7 @@ func (r *replication) beginFollow(ctx context.Context) (*follower, context.Conte
 	fctx, cancel := context.WithCancel(ctx)
 	f := &follower{cancel: cancel, done: make(chan struct{})}
 	r.mu.follow = f
+	r.mu.primaryAddr = addr
 	r.wg.Add(1)
 	return f, fctx, nil
 }

@@ -96,9 +96,12 @@ type replication struct {
 		nextID   int
 		acked    chan struct{} // closed (and replaced) when an ack arrives
 		follow   *follower     // the running ReplicateFrom
-		closed   bool
-		services bool // the delay scheduler and the timer service run
-		cut      DivergenceReport
+		// primaryAddr is the address of the last primary followed, if
+		// its stream told it (ReplicationStats.PrimaryAddr).
+		primaryAddr string
+		closed      bool
+		services    bool // the delay scheduler and the timer service run
+		cut         DivergenceReport
 	}
 }
 

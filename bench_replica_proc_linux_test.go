@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -267,17 +268,46 @@ func BenchmarkReplicationProc4KiB(b *testing.B) {
 	rr := startRemote(b, p)
 	// The child opened its store before it dialled: from the accept on,
 	// it is the stream.
-	t0 := time.Now()
+	t0, cpu0 := time.Now(), rr.cpu()
 	if err := p.WaitReplicated(context.Background(), n, 1); err != nil {
 		b.Fatal(err)
 	}
-	took := time.Since(t0)
+	took, cpu1 := time.Since(t0), rr.cpu()
 	b.StopTimer()
 	copyTook := rr.copyTime(n)
+	cpu2 := rr.cpu()
 	rr.stop()
 	b.ReportMetric(float64(n)/took.Seconds()/1e6, "repl-MB/s")
 	b.ReportMetric(float64(n)/copyTook.Seconds()/1e6, "tcp-MB/s")
 	b.ReportMetric(copyTook.Seconds()/took.Seconds(), "of-tcp")
+	// CPU time per MB (both processes), which a loaded machine disturbs
+	// less than the wall clock.
+	mb := float64(n) / 1e6
+	b.ReportMetric(float64((cpu1-cpu0).Microseconds())/mb, "repl-cpu-µs/MB")
+	b.ReportMetric(float64((cpu2-cpu1).Microseconds())/mb, "tcp-cpu-µs/MB")
+}
+
+// cpu is the CPU time (user and system) used so far by this process and
+// the child, from /proc (10 ms ticks).
+func (r *remote) cpu() time.Duration {
+	return procCPU(r.b, os.Getpid()) + procCPU(r.b, r.c.cmd.Process.Pid)
+}
+
+func procCPU(b *testing.B, pid int) time.Duration {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	f := strings.Fields(string(raw[strings.LastIndexByte(string(raw), ')')+1:]))
+	var ticks int64
+	for _, i := range []int{11, 12} { // utime, stime (fields 14 and 15)
+		v, err := strconv.ParseInt(f[i], 10, 64)
+		if err != nil {
+			b.Fatal(err)
+		}
+		ticks += v
+	}
+	return time.Duration(ticks) * 10 * time.Millisecond
 }
 
 // TestReplBenchReplicaChild is the benchmarks' replica: it opens a store

@@ -180,6 +180,42 @@ func BenchmarkReplicationProcAsync128B(b *testing.B) {
 	b.ReportMetric(float64(lagEnd), "lag-end-B")
 }
 
+// BenchmarkReplicationProcAsyncSteady128B: the primary sends 128 B
+// messages without a pause (no catching up between rounds; run it for
+// about 10 s, e.g. -benchtime 3000000x) and the replica's lag is sampled
+// every 50 ms: its maximum in the first and the last tenth of the run and
+// over the whole run, and at the end. Bounded means the last tenth's is
+// not above the first's by more than noise.
+func BenchmarkReplicationProcAsyncSteady128B(b *testing.B) {
+	p := replBenchStore(b, "p", Options{})
+	defer p.Close()
+	rr := startRemote(b, p)
+	defer rr.stop()
+	if err := p.WaitReplicated(context.Background(), 0, 1); err != nil {
+		b.Fatal(err)
+	}
+	body := make([]byte, 128)
+	const windows = 10
+	var lagMax [windows]int64
+	var took time.Duration
+	b.ResetTimer()
+	for i := range windows {
+		n := b.N / windows
+		if i == windows-1 {
+			n = b.N - n*(windows-1)
+		}
+		stop := sampleLag(p)
+		took += putLoop(b, p, n, body)
+		lagMax[i] = stop()
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/took.Seconds(), "msgs/s")
+	b.ReportMetric(float64(lagMax[0]), "lag-max-first-B")
+	b.ReportMetric(float64(lagMax[windows-1]), "lag-max-last-B")
+	b.ReportMetric(float64(slices.Max(lagMax[:])), "lag-max-B")
+	b.ReportMetric(float64(p.Replicas()[0].Lag), "lag-end-B")
+}
+
 // sampleLag samples the first replica's lag every 50 ms until stop, which
 // returns the largest seen.
 func sampleLag(p *Store) (stop func() int64) {

@@ -20,6 +20,10 @@ import (
 //     trip (limit <= 3x), and messages per replica acknowledgement;
 //   - 4KiB: replication throughput (send to acknowledged) against a plain
 //     TCP copy of the same bytes (limit >= 0.7).
+//
+// Here primary and replica share one process (and its two cores);
+// bench_replica_proc_linux_test.go runs the replica in a child process,
+// as the issue means the targets.
 
 // tcpLink links p and r over a loopback TCP connection.
 func tcpLink(b *testing.B, p, r *Store) (stop func()) {

@@ -55,7 +55,8 @@
 // package replication has TCP helpers). A replica builds its own indexes,
 // serves reads and refuses writes with ErrReplica; ReplicationSync makes a
 // send wait for in-sync replicas; Promote fails over, and epochs cut a
-// returning old primary's unreplicated tail.
+// returning old primary's unreplicated tail. Stats().Replication shows
+// where each replica stands (or, on a replica, how far behind it is).
 //
 // # Data path
 //

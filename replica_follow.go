@@ -67,7 +67,7 @@ func (s *Store) ReplicateFrom(ctx context.Context, conn io.ReadWriteCloser) erro
 	if conn == nil {
 		return fmt.Errorf("mqlite: replicate: nil conn: %w", errs.ErrInvalidArgument)
 	}
-	f, fctx, err := s.repl.beginFollow(ctx)
+	f, fctx, err := s.repl.beginFollow(ctx, remoteAddr(conn))
 	if err != nil {
 		conn.Close()
 		return err
@@ -87,7 +87,7 @@ func (s *Store) ReplicateFrom(ctx context.Context, conn io.ReadWriteCloser) erro
 	return s.repl.sessionErr(ctx, err)
 }
 
-func (r *replication) beginFollow(ctx context.Context) (*follower, context.Context, error) {
+func (r *replication) beginFollow(ctx context.Context, addr string) (*follower, context.Context, error) {
 	s := r.s
 	if s.closed.Load() {
 		return nil, nil, errs.ErrClosed
@@ -105,6 +105,7 @@ func (r *replication) beginFollow(ctx context.Context) (*follower, context.Conte
 	fctx, cancel := context.WithCancel(ctx)
 	f := &follower{cancel: cancel, done: make(chan struct{})}
 	r.mu.follow = f
+	r.mu.primaryAddr = addr
 	r.wg.Add(1)
 	return f, fctx, nil
 }
@@ -229,11 +230,13 @@ func (s *Store) receive(ctx context.Context, br *bufio.Reader, w io.Writer, prim
 			}
 		}
 		if br.Buffered() > 0 {
+			s.disp.notify()
 			continue // acknowledge once caught up with what arrived: one ack for many chunks
 		}
 		if err := writeAck(w, s.log.WrotePosition(), s.log.FlushedPosition()); err != nil {
 			return fmt.Errorf("mqlite: replicate: ack: %w", err)
 		}
+		s.disp.notify() // after the ack: a sync send on the primary waits for the ack, not for indexing
 	}
 }
 
@@ -262,8 +265,7 @@ func (s *Store) appendChunk(off int64, b []byte) error {
 			return fmt.Errorf("mqlite: replicate: flush: %w", err)
 		}
 	}
-	s.disp.notify()
-	return nil
+	return nil // receive wakes the dispatcher
 }
 
 // restartAt makes this empty replica's CommitLog start at start, and its

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"runtime"
 	"slices"
 	"sync/atomic"
 
@@ -130,7 +131,7 @@ func (s *Store) serve(ctx context.Context, conn io.ReadWriteCloser) error {
 		ackErr = s.repl.readAcks(br, ss)
 	}()
 	ss.ready.Store(true)
-	err = s.stream(ctx, bw, ss, rp.start, ackDone)
+	err = s.stream(ctx, &sender{bw: bw, conn: conn}, ss, rp.start, ackDone)
 	conn.Close() // ends readAcks
 	<-ackDone
 	if err == nil {
@@ -250,29 +251,62 @@ func (r *replication) readAcks(br *bufio.Reader, ss *session) error {
 	}
 }
 
+// sender writes frames to a replica: chunks go straight to the conn in
+// one write each (header and body contiguous in buf, no copy through bw),
+// metadata and heartbeats through bw, flushed before the next chunk.
+type sender struct {
+	bw   *bufio.Writer
+	conn io.Writer
+	buf  []byte // frameHeader bytes of room, then the chunk
+}
+
+// chunk reads the CommitLog from next (at most max bytes, or one whole
+// record) and sends it; it returns where the next chunk starts.
+func (sd *sender) chunk(s *Store, next, end int64, max int) (int64, error) {
+	if len(sd.buf) == 0 {
+		sd.buf = make([]byte, frameHeader, frameHeader+min(max, 4<<20))
+	}
+	out, n, err := s.log.ReadRaw(next, max, sd.buf[frameHeader:frameHeader])
+	if err != nil {
+		return next, fmt.Errorf("mqlite: serve replica: read the CommitLog at %d: %w", next, err)
+	}
+	if cap(out) != cap(sd.buf)-frameHeader {
+		// ReadRaw outgrew the buffer (a large record): keep the larger.
+		sd.buf = append(make([]byte, frameHeader, frameHeader+cap(out)), out...)
+	}
+	frameLen := frameHeader + len(out)
+	b := sd.buf[:frameLen]
+	putFrameHeader(b, frame{kind: frameChunk, offset: next, primaryEnd: end}, b[frameHeader:])
+	if sd.bw.Buffered() > 0 {
+		if err := sd.bw.Flush(); err != nil {
+			return next, fmt.Errorf("mqlite: serve replica: send: %w", err)
+		}
+	}
+	if _, err := sd.conn.Write(b); err != nil {
+		return next, fmt.Errorf("mqlite: serve replica: send: %w", err)
+	}
+	return n, nil
+}
+
 // stream ships the CommitLog from next on, heartbeats and metadata, until
 // an error; nil when the ack reader stopped (ackDone), whose error counts.
-func (s *Store) stream(ctx context.Context, bw *bufio.Writer, ss *session, next int64, ackDone <-chan struct{}) error {
+func (s *Store) stream(ctx context.Context, sd *sender, ss *session, next int64, ackDone <-chan struct{}) error {
 	o := &s.opts.Replication
 	beat := s.opts.Clock.NewTicker(o.Heartbeat)
 	defer beat.Stop()
 	meta := s.opts.Clock.NewTicker(o.MetadataInterval)
 	defer meta.Stop()
+	bw := sd.bw
 	if err := s.sendMetadata(bw); err != nil {
 		return err
 	}
-	var buf []byte
 	for {
 		end := s.log.WrotePosition()
 		if next < end {
-			out, n, err := s.log.ReadRaw(next, o.ChunkSize, buf)
-			if err != nil {
-				return fmt.Errorf("mqlite: serve replica: read the CommitLog at %d: %w", next, err)
+			var err error
+			if next, err = sd.chunk(s, next, end, o.ChunkSize); err != nil {
+				return err
 			}
-			if err := writeFrame(bw, frameChunk, next, end, out); err != nil {
-				return fmt.Errorf("mqlite: serve replica: send: %w", err)
-			}
-			next, buf = n, out
 			continue
 		}
 		if err := bw.Flush(); err != nil {
@@ -281,6 +315,9 @@ func (s *Store) stream(ctx context.Context, bw *bufio.Writer, ss *session, next 
 		var err error
 		select {
 		case <-ss.kick:
+			// Let the sends that woke with this one (released by
+			// the same ack) append first: one chunk, one ack for all.
+			runtime.Gosched()
 		case <-beat.C():
 			err = writeFrame(bw, frameChunk, next, end, nil)
 		case <-meta.C():

@@ -83,6 +83,10 @@ type replication struct {
 	stateMu sync.Mutex
 	// primaryEnd is the primary's CommitLog end as a replica last heard.
 	primaryEnd atomic.Int64
+	// syncAcked is the end MinInSyncReplicas in-sync replicas had
+	// acknowledged at the last ack (-1: too few in sync): a sync send
+	// below it returns without the lock (recomputed by ackArrived).
+	syncAcked atomic.Int64
 
 	mu struct {
 		sync.Mutex
@@ -92,9 +96,12 @@ type replication struct {
 		nextID   int
 		acked    chan struct{} // closed (and replaced) when an ack arrives
 		follow   *follower     // the running ReplicateFrom
-		closed   bool
-		services bool // the delay scheduler and the timer service run
-		cut      DivergenceReport
+		// primaryAddr is the address of the last primary followed, if
+		// its stream told it (ReplicationStats.PrimaryAddr).
+		primaryAddr string
+		closed      bool
+		services    bool // the delay scheduler and the timer service run
+		cut         DivergenceReport
 	}
 }
 
@@ -104,6 +111,7 @@ func (s *Store) initReplication() error {
 	r.s = s
 	r.quit = make(chan struct{})
 	r.mu.acked = make(chan struct{})
+	r.syncAcked.Store(-1)
 	r.replica.Store(s.opts.Role == Replica)
 	r.mu.services = s.opts.Role == Primary
 	e, found, err := loadEpochs(s.fs, s.dir)
@@ -170,7 +178,8 @@ func (r *replication) appended() {
 func (r *replication) ackedLocked(k int) (int64, int) {
 	end := r.s.log.WrotePosition()
 	gap := r.s.opts.Replication.MaxGap
-	var acks []int64
+	var room [8]int64
+	acks := room[:0]
 	for _, ss := range r.mu.sessions {
 		if a := ss.acked(); end-ss.written.Load() <= gap && ss.ready.Load() {
 			acks = append(acks, a)
@@ -186,7 +195,7 @@ func (r *replication) ackedLocked(k int) (int64, int) {
 // await is ReplicationSync's wait for a send ending at end.
 func (r *replication) await(ctx context.Context, end int64) error {
 	o := &r.s.opts.Replication
-	if o.Mode != ReplicationSync || r.replica.Load() {
+	if o.Mode != ReplicationSync || r.replica.Load() || r.syncAcked.Load() >= end {
 		return nil
 	}
 	r.mu.Lock()
@@ -212,6 +221,9 @@ func (r *replication) await(ctx context.Context, end int64) error {
 		case <-r.quit:
 			return errs.ErrClosed
 		}
+		if r.syncAcked.Load() >= end {
+			return nil
+		}
 		r.mu.Lock()
 		acked, _ = r.ackedLocked(o.MinInSyncReplicas)
 		ch = r.mu.acked
@@ -222,9 +234,13 @@ func (r *replication) await(ctx context.Context, end int64) error {
 	}
 }
 
-// ackArrived wakes the senders waiting for replicas.
+// ackArrived records what the in-sync replicas now hold (syncAcked) and
+// wakes the senders waiting for replicas: one computation per ack, not
+// one per waiting sender.
 func (r *replication) ackArrived() {
 	r.mu.Lock()
+	acked, _ := r.ackedLocked(r.s.opts.Replication.MinInSyncReplicas)
+	r.syncAcked.Store(acked)
 	close(r.mu.acked)
 	r.mu.acked = make(chan struct{})
 	r.mu.Unlock()

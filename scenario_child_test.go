@@ -28,7 +28,7 @@ const (
 
 // child is a running helper process.
 type child struct {
-	t      *testing.T
+	t      testing.TB
 	cmd    *exec.Cmd
 	lines  chan string // stdout, line by line; closed at EOF
 	stderr *lockedBuffer
@@ -55,9 +55,16 @@ func (l *lockedBuffer) String() string {
 // startChild runs the helper test name with the store directory dir. attr
 // may set credentials or namespaces; the child is always killed if the
 // parent dies. The error is Start's (a namespace the kernel refuses).
-func startChild(t *testing.T, name, dir string, attr *syscall.SysProcAttr, env ...string) (*child, error) {
+func startChild(t testing.TB, name, dir string, attr *syscall.SysProcAttr, env ...string) (*child, error) {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^"+name+"$", "-test.count=1", "-test.timeout=3m")
+	return startChildArgs(t, name, dir, attr, nil, env...)
+}
+
+// startChildArgs is startChild with extra test flags for the child (a
+// -test.cpuprofile, say).
+func startChildArgs(t testing.TB, name, dir string, attr *syscall.SysProcAttr, args []string, env ...string) (*child, error) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], append([]string{"-test.run=^" + name + "$", "-test.count=1", "-test.timeout=3m"}, args...)...)
 	cmd.Env = append(append(os.Environ(), childEnv+"="+name, childDirEnv+"="+dir), env...)
 	if attr == nil {
 		attr = &syscall.SysProcAttr{}

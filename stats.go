@@ -39,6 +39,10 @@ type Stats struct {
 	Disk DiskStats
 	// Dedup describes the dedup window (Message.DedupID).
 	Dedup DedupStats
+	// Replication is the store's role, epoch and replication positions:
+	// each attached replica's on a primary, its own and its primary's on
+	// a replica.
+	Replication ReplicationStats
 	// HookPanics counts hook calls (Options, ProducerOptions and
 	// ConsumerOptions Hooks) that panicked and were recovered.
 	HookPanics int64
@@ -134,6 +138,7 @@ func (s *Store) Stats() (Stats, error) {
 	st.Requests = s.replies.stats()
 	st.Dedup = s.dedupStats()
 	st.HookPanics = s.hooks.panics.Load()
+	st.Replication = s.replicationStats()
 	st.Retention = RetentionStats{EarlySegments: s.early.segments.Load(), EarlyBytes: s.early.bytes.Load()}
 	if used, total, ok, err := vfs.Usage(s.fs, s.dir); err == nil && ok {
 		st.Disk = DiskStats{Known: true, Used: used, Total: total, Ratio: float64(used) / float64(total)}

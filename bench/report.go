@@ -53,11 +53,12 @@ func (rep *Report) Failed() []Result {
 }
 
 // Ratios maps each row (by index) to its msgs/s divided by mqlite's in
-// the same workload; rows without an mqlite figure are absent.
+// the same workload (the first mqlite row of the workload: in consume
+// rows, its push consumer); rows without an mqlite figure are absent.
 func (rep *Report) Ratios() map[int]float64 {
 	base := map[string]float64{}
 	for _, r := range rep.Rows {
-		if r.Job.System == "mqlite" && r.Err == "" {
+		if _, ok := base[r.Job.Workload()]; !ok && r.Job.System == "mqlite" && r.Err == "" {
 			base[r.Job.Workload()] = r.MsgsPerSec()
 		}
 	}
@@ -184,7 +185,7 @@ func (rep *Report) ThroughputTable() *Table {
 			continue
 		}
 		if r.Err != "" {
-			t.Rows = append(t.Rows, []string{r.Job.Workload(), r.Job.System, "error", "", "", "", "", "", "", "", r.Err})
+			t.Rows = append(t.Rows, []string{r.Job.Workload(), r.Job.SystemLabel(), "error", "", "", "", "", "", "", "", r.Err})
 			continue
 		}
 		ratio := "-"
@@ -199,7 +200,7 @@ func (rep *Report) ThroughputTable() *Table {
 		if r.Job.Mode == Sync && r.Syncs > 0 {
 			dur += fmt.Sprintf("; %.1f msgs per sync", float64(r.Msgs)/float64(r.Syncs))
 		}
-		t.Rows = append(t.Rows, []string{r.Job.Workload(), r.Job.System, msgs, fmtRate(r.MsgsPerSec()),
+		t.Rows = append(t.Rows, []string{r.Job.Workload(), r.Job.SystemLabel(), msgs, fmtRate(r.MsgsPerSec()),
 			fmtMB(r.MBPerSec()), ratio, fmtDur(r.P50), fmtDur(r.P99), fmtMiB(r.PeakRSS), fmtMiB(r.PeakAnon), dur})
 	}
 	return t
@@ -215,10 +216,10 @@ func (rep *Report) LatencyTable() *Table {
 			continue
 		}
 		if r.Err != "" {
-			t.Rows = append(t.Rows, []string{r.Job.Workload(), r.Job.System, "error", "", "", "", "", "", "", r.Err})
+			t.Rows = append(t.Rows, []string{r.Job.Workload(), r.Job.SystemLabel(), "error", "", "", "", "", "", "", r.Err})
 			continue
 		}
-		t.Rows = append(t.Rows, []string{r.Job.Workload(), r.Job.System, fmt.Sprint(r.Msgs), fmtRate(r.MsgsPerSec()),
+		t.Rows = append(t.Rows, []string{r.Job.Workload(), r.Job.SystemLabel(), fmt.Sprint(r.Msgs), fmtRate(r.MsgsPerSec()),
 			fmtDur(r.P50), fmtDur(r.P99), fmtDur(r.Max), fmtMiB(r.PeakRSS), fmtMiB(r.PeakAnon), r.Durability})
 	}
 	return t

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bytes"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -128,8 +129,22 @@ func TestConfigPlanAndFilters(t *testing.T) {
 	if all[0].Kind != KindLimits || all[len(all)-1].Kind != KindRecovery {
 		t.Fatalf("plan starts with %s, ends with %s", all[0].Kind, all[len(all)-1].Kind)
 	}
-	if want := 1 + len(Systems())*(2*3*2+2+2) + 1; len(all) != want {
+	// mqlite has three consume rows per size (push, pull, readqueue).
+	if want := 1 + len(Systems())*(2*3*2+2+2) + 2*2 + 1; len(all) != want {
 		t.Errorf("%d jobs, want %d", len(all), want)
+	}
+	var readers []string
+	for _, j := range all {
+		if j.Kind == KindConsume && j.Size == 128 && j.System == "mqlite" {
+			readers = append(readers, j.SystemLabel())
+		}
+	}
+	if want := []string{"mqlite push", "mqlite pull", "mqlite readqueue"}; !slices.Equal(readers, want) {
+		t.Errorf("mqlite consume rows %q, want %q", readers, want)
+	}
+	cfg.Workloads = []string{"consume/pull"}
+	if p := cfg.Plan(); len(p) != 2 || p[0].Reader != ReaderPull || p[1].Reader != ReaderPull {
+		t.Errorf("consume/pull plans %+v", p)
 	}
 	cfg.Systems, cfg.Workloads = []string{"bbolt"}, []string{"produce/sync", "consume/4KiB"}
 	for _, j := range cfg.Plan() {

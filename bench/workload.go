@@ -119,7 +119,8 @@ func runProduce(sys System, j Job) (r Result, err error) {
 
 // runConsume writes a backlog of j.Count messages (async, in batches of
 // j.Batch, untimed), closes and reopens the store, then times one
-// consumer reading all of it.
+// consumer (j.Reader's) reading all of it: by Next, or for a Counter (a
+// push consumer) by Count.
 func runConsume(sys System, j Job) (r Result, err error) {
 	p := j.Params()
 	q, err := sys.Open(p)
@@ -154,6 +155,13 @@ func runConsume(sys System, j Job) (r Result, err error) {
 	c, err := q.NewConsumer()
 	if err != nil {
 		return r, err
+	}
+	if cn, ok := c.(Counter); ok {
+		r.Msgs, r.Bytes, err = cn.Count(ctx, int64(j.Count))
+		if err != nil {
+			c.Close()
+			return r, fmt.Errorf("after %d messages: %w", r.Msgs, err)
+		}
 	}
 	var dst [][]byte
 	for r.Msgs < int64(j.Count) {

@@ -115,6 +115,10 @@ type Result struct {
 
 	// Syncs: produce rows of a SyncCounter, the syncs in the timed part.
 	Syncs int64 `json:",omitempty"`
+	// GCs: produce and consume rows, the garbage collections the child
+	// process completed in the timed part (every system is a Go library
+	// running in that process).
+	GCs int64 `json:",omitempty"`
 
 	PeakRSS  int64 `json:",omitempty"` // VmHWM of the child: includes mapped file pages
 	PeakAnon int64 `json:",omitempty"` // highest RssAnon seen (sampled every 20 ms)

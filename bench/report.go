@@ -177,15 +177,15 @@ func (rep *Report) LimitsTable() *Table {
 // ThroughputTable has the produce and consume rows.
 func (rep *Report) ThroughputTable() *Table {
 	t := &Table{Header: []string{"workload", "system", "msgs", "msgs/s", "MB/s", "vs mqlite", "p50", "p99",
-		"peak RSS", "peak anon", "durability (what an ack means)"},
-		Right: []bool{false, false, true, true, true, true, true, true, true, true, false}}
+		"GCs", "peak RSS", "peak anon", "durability (what an ack means)"},
+		Right: []bool{false, false, true, true, true, true, true, true, true, true, true, false}}
 	ratios := rep.Ratios()
 	for i, r := range rep.Rows {
 		if r.Job.Kind != KindProduce && r.Job.Kind != KindConsume {
 			continue
 		}
 		if r.Err != "" {
-			t.Rows = append(t.Rows, []string{r.Job.Workload(), r.Job.SystemLabel(), "error", "", "", "", "", "", "", "", r.Err})
+			t.Rows = append(t.Rows, []string{r.Job.Workload(), r.Job.SystemLabel(), "error", "", "", "", "", "", "", "", "", r.Err})
 			continue
 		}
 		ratio := "-"
@@ -201,7 +201,7 @@ func (rep *Report) ThroughputTable() *Table {
 			dur += fmt.Sprintf("; %.1f msgs per sync", float64(r.Msgs)/float64(r.Syncs))
 		}
 		t.Rows = append(t.Rows, []string{r.Job.Workload(), r.Job.SystemLabel(), msgs, fmtRate(r.MsgsPerSec()),
-			fmtMB(r.MBPerSec()), ratio, fmtDur(r.P50), fmtDur(r.P99), fmtMiB(r.PeakRSS), fmtMiB(r.PeakAnon), dur})
+			fmtMB(r.MBPerSec()), ratio, fmtDur(r.P50), fmtDur(r.P99), fmt.Sprint(r.GCs), fmtMiB(r.PeakRSS), fmtMiB(r.PeakAnon), dur})
 	}
 	return t
 }

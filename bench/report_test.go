@@ -39,6 +39,7 @@ func TestReportRatiosAndMarkdown(t *testing.T) {
 	rep.add(row("bbolt", "", KindProduce, 500, 1))
 	synced := row("mqlite", "sync", KindProduce, 100, 1)
 	synced.Syncs = 8
+	synced.GCs = 4321
 	rep.add(synced)
 	rep.add(row("bbolt", "sync", KindProduce, 300, 1))
 	bad := row("wal", "sync", KindProduce, 0, 0)
@@ -58,7 +59,7 @@ func TestReportRatiosAndMarkdown(t *testing.T) {
 	}
 	md := b.String()
 	for _, s := range []string{"# mqbench results (quick run)", "![throughput", "## Machine limits", "| probe",
-		"| produce 128B p1 async ", "0.50", "3.00", "; 12.5 msgs per sync", "## Failures", "boom"} {
+		"| produce 128B p1 async ", "0.50", "3.00", "; 12.5 msgs per sync", "| 4321 |", "## Failures", "boom"} {
 		if !strings.Contains(md, s) {
 			t.Errorf("markdown lacks %q:\n%s", s, md)
 		}

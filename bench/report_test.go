@@ -163,3 +163,30 @@ func TestConfigPlanAndFilters(t *testing.T) {
 		t.Errorf("validate: %v", err)
 	}
 }
+
+// TestConsumeRatiosAgainstPush: a consume workload's ratios are against
+// mqlite's first row (its push consumer), and each mqlite reader row is
+// labelled with its reader.
+func TestConsumeRatiosAgainstPush(t *testing.T) {
+	rep := &Report{}
+	for _, r := range []struct {
+		system, reader string
+		msgs           int64
+	}{{"mqlite", ReaderPush, 100}, {"mqlite", ReaderPull, 200}, {"mqlite", ReaderReadQueue, 400}, {"wal", "", 300}} {
+		res := row(r.system, "", KindConsume, r.msgs, 1)
+		res.Job.Reader = r.reader
+		rep.add(res)
+	}
+	got := rep.Ratios()
+	if got[0] != 1 || got[1] != 2 || got[2] != 4 || got[3] != 3 {
+		t.Fatalf("ratios %v, want 1, 2, 4, 3", got)
+	}
+	tb := rep.ThroughputTable()
+	var labels []string
+	for _, r := range tb.Rows {
+		labels = append(labels, r[1])
+	}
+	if want := []string{"mqlite push", "mqlite pull", "mqlite readqueue", "wal"}; !slices.Equal(labels, want) {
+		t.Fatalf("system column %q, want %q", labels, want)
+	}
+}

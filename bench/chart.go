@@ -34,7 +34,8 @@ func chartColor(system string, i int) string {
 
 // WriteChart draws the throughput of every produce and consume row as
 // horizontal bars on a log scale, one group per workload, one bar per
-// system, using only the standard library.
+// system (mqlite's consume rows: its push consumer), using only the
+// standard library.
 func WriteChart(w io.Writer, rows []Result, title string) error {
 	var groups []string
 	var systems []string
@@ -47,6 +48,9 @@ func WriteChart(w io.Writer, rows []Result, title string) error {
 		wl := r.Job.Workload()
 		if !slices.Contains(groups, wl) {
 			groups = append(groups, wl)
+		}
+		if rd := Readers(r.Job.System); r.Job.Reader != "" && len(rd) > 0 && r.Job.Reader != rd[0] {
+			continue // one bar per system: its first reader (mqlite push); the table has the others
 		}
 		if !slices.Contains(systems, r.Job.System) {
 			systems = append(systems, r.Job.System)

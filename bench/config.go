@@ -89,7 +89,7 @@ func QuickConfig() Config {
 
 // Match reports whether the job passes the workload filters: a filter
 // matches a kind ("produce"), a kind and mode ("produce/sync"), or a
-// size ("produce/4KiB").
+// size ("produce/4KiB"), or a reader of a consume row ("consume/pull").
 func (c *Config) Match(j Job) bool {
 	if len(c.Workloads) == 0 {
 		return true
@@ -99,7 +99,7 @@ func (c *Config) Match(j Job) bool {
 		if Kind(kind) != j.Kind {
 			continue
 		}
-		if rest == "" || Mode(rest) == j.Mode || rest == sizeName(j.Size) {
+		if rest == "" || Mode(rest) == j.Mode || rest == sizeName(j.Size) || (j.Reader != "" && rest == j.Reader) {
 			return true
 		}
 	}
@@ -160,7 +160,16 @@ func (c *Config) Plan() []Job {
 			} else {
 				j.SegmentSize = 0
 			}
-			add(j)
+			readers := Readers(s)
+			if j.Kind != KindConsume || len(readers) == 0 {
+				add(j)
+				continue
+			}
+			for _, r := range readers {
+				j.Reader = r
+				add(j)
+			}
+			j.Reader = ""
 		}
 	}
 	for _, sc := range c.Sizes {

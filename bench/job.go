@@ -47,6 +47,8 @@ type Job struct {
 	Limit     time.Duration `json:",omitempty"` // produce: time cap; latency: duration
 	// SegmentSize is mqlite's CommitLog segment size (0: 1 GiB, benchSegmentSize).
 	SegmentSize int64 `json:",omitempty"`
+	// Reader is the consumer a consume row reads with (Params.Reader).
+	Reader string `json:",omitempty"`
 
 	RecoveryBytes int64 `json:",omitempty"` // CommitLog bytes written before the kill
 	Lookups       int   `json:",omitempty"` // key lookups after recovery
@@ -78,7 +80,16 @@ func (j Job) Workload() string {
 // Params are the Params the job opens its system with.
 func (j Job) Params() Params {
 	return Params{Dir: j.Dir, Sync: j.Mode == Sync, Producers: max(j.Producers, 1), Batch: max(j.Batch, 1),
-		SegmentSize: j.SegmentSize}
+		SegmentSize: j.SegmentSize, Reader: j.Reader}
+}
+
+// SystemLabel is the system column of the job's row: the system, and the
+// reader of a consume row where the system has several ("mqlite push").
+func (j Job) SystemLabel() string {
+	if j.Reader != "" {
+		return j.System + " " + j.Reader
+	}
+	return j.System
 }
 
 func sizeName(n int) string {
@@ -104,6 +115,10 @@ type Result struct {
 
 	// Syncs: produce rows of a SyncCounter, the syncs in the timed part.
 	Syncs int64 `json:",omitempty"`
+	// GCs: produce and consume rows, the garbage collections the child
+	// process completed in the timed part (every system is a Go library
+	// running in that process).
+	GCs int64 `json:",omitempty"`
 
 	PeakRSS  int64 `json:",omitempty"` // VmHWM of the child: includes mapped file pages
 	PeakAnon int64 `json:",omitempty"` // highest RssAnon seen (sampled every 20 ms)

@@ -37,7 +37,7 @@ func (rep *Report) WriteMarkdown(w io.Writer, chart string) error {
 	if failed := rep.Failed(); len(failed) > 0 {
 		b.WriteString("## Failures\n\n")
 		for _, r := range failed {
-			fmt.Fprintf(&b, "- %s %s: %s\n", r.Job.Workload(), r.Job.System, r.Err)
+			fmt.Fprintf(&b, "- %s %s: %s\n", r.Job.Workload(), r.Job.SystemLabel(), r.Err)
 		}
 		b.WriteString("\n")
 	}
@@ -50,6 +50,8 @@ const throughputIntro = `Producers send bodies of random bytes; *msgs/s* and *MB
 *p50/p99* are per send call: one message, or one batch of 1000 in *batch* rows (JetStream *async*: publish to ack, acks collected in order).
 A row that reached its time cap before its count says so in *msgs*.
 *consume* writes a backlog (batches of 1000, async, untimed), closes and reopens the store, then times one consumer reading it all.
+mqlite has three consume rows: its push consumer (default options: 20 handler goroutines, one message per handler call, the handler counts) and its pull consumer (default options, Poll of 32), both starting at the first offset, and the raw *readqueue* (ReadQueue of up to 1,024); *vs mqlite* is against the push row.
+*GCs* counts the garbage collections the child completed in the timed part (every system is a Go library in that process): the collector's fixed cost per cycle (two stop-the-world pauses, stacks, sweeping) makes it a large part of a reader's CPU when each message allocates a few hundred bytes.
 *peak RSS* is the child's VmHWM, which counts touched pages of mapped files (mqlite's CommitLog, bbolt's file); *peak anon* is the highest RssAnon sampled every 20 ms.
 In *sync* rows of a system that counts its syncs (mqlite: CommitLog flushes in Stats), the durability column adds the messages per sync: how many acknowledged sends each group commit covered.`
 

@@ -53,11 +53,12 @@ func (rep *Report) Failed() []Result {
 }
 
 // Ratios maps each row (by index) to its msgs/s divided by mqlite's in
-// the same workload; rows without an mqlite figure are absent.
+// the same workload (the first mqlite row of the workload: in consume
+// rows, its push consumer); rows without an mqlite figure are absent.
 func (rep *Report) Ratios() map[int]float64 {
 	base := map[string]float64{}
 	for _, r := range rep.Rows {
-		if r.Job.System == "mqlite" && r.Err == "" {
+		if _, ok := base[r.Job.Workload()]; !ok && r.Job.System == "mqlite" && r.Err == "" {
 			base[r.Job.Workload()] = r.MsgsPerSec()
 		}
 	}
@@ -176,15 +177,15 @@ func (rep *Report) LimitsTable() *Table {
 // ThroughputTable has the produce and consume rows.
 func (rep *Report) ThroughputTable() *Table {
 	t := &Table{Header: []string{"workload", "system", "msgs", "msgs/s", "MB/s", "vs mqlite", "p50", "p99",
-		"peak RSS", "peak anon", "durability (what an ack means)"},
-		Right: []bool{false, false, true, true, true, true, true, true, true, true, false}}
+		"GCs", "peak RSS", "peak anon", "durability (what an ack means)"},
+		Right: []bool{false, false, true, true, true, true, true, true, true, true, true, false}}
 	ratios := rep.Ratios()
 	for i, r := range rep.Rows {
 		if r.Job.Kind != KindProduce && r.Job.Kind != KindConsume {
 			continue
 		}
 		if r.Err != "" {
-			t.Rows = append(t.Rows, []string{r.Job.Workload(), r.Job.System, "error", "", "", "", "", "", "", "", r.Err})
+			t.Rows = append(t.Rows, []string{r.Job.Workload(), r.Job.SystemLabel(), "error", "", "", "", "", "", "", "", "", r.Err})
 			continue
 		}
 		ratio := "-"
@@ -199,8 +200,8 @@ func (rep *Report) ThroughputTable() *Table {
 		if r.Job.Mode == Sync && r.Syncs > 0 {
 			dur += fmt.Sprintf("; %.1f msgs per sync", float64(r.Msgs)/float64(r.Syncs))
 		}
-		t.Rows = append(t.Rows, []string{r.Job.Workload(), r.Job.System, msgs, fmtRate(r.MsgsPerSec()),
-			fmtMB(r.MBPerSec()), ratio, fmtDur(r.P50), fmtDur(r.P99), fmtMiB(r.PeakRSS), fmtMiB(r.PeakAnon), dur})
+		t.Rows = append(t.Rows, []string{r.Job.Workload(), r.Job.SystemLabel(), msgs, fmtRate(r.MsgsPerSec()),
+			fmtMB(r.MBPerSec()), ratio, fmtDur(r.P50), fmtDur(r.P99), fmt.Sprint(r.GCs), fmtMiB(r.PeakRSS), fmtMiB(r.PeakAnon), dur})
 	}
 	return t
 }
@@ -215,10 +216,10 @@ func (rep *Report) LatencyTable() *Table {
 			continue
 		}
 		if r.Err != "" {
-			t.Rows = append(t.Rows, []string{r.Job.Workload(), r.Job.System, "error", "", "", "", "", "", "", r.Err})
+			t.Rows = append(t.Rows, []string{r.Job.Workload(), r.Job.SystemLabel(), "error", "", "", "", "", "", "", r.Err})
 			continue
 		}
-		t.Rows = append(t.Rows, []string{r.Job.Workload(), r.Job.System, fmt.Sprint(r.Msgs), fmtRate(r.MsgsPerSec()),
+		t.Rows = append(t.Rows, []string{r.Job.Workload(), r.Job.SystemLabel(), fmt.Sprint(r.Msgs), fmtRate(r.MsgsPerSec()),
 			fmtDur(r.P50), fmtDur(r.P99), fmtDur(r.Max), fmtMiB(r.PeakRSS), fmtMiB(r.PeakAnon), r.Durability})
 	}
 	return t

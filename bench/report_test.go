@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bytes"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -38,6 +39,7 @@ func TestReportRatiosAndMarkdown(t *testing.T) {
 	rep.add(row("bbolt", "", KindProduce, 500, 1))
 	synced := row("mqlite", "sync", KindProduce, 100, 1)
 	synced.Syncs = 8
+	synced.GCs = 4321
 	rep.add(synced)
 	rep.add(row("bbolt", "sync", KindProduce, 300, 1))
 	bad := row("wal", "sync", KindProduce, 0, 0)
@@ -57,7 +59,7 @@ func TestReportRatiosAndMarkdown(t *testing.T) {
 	}
 	md := b.String()
 	for _, s := range []string{"# mqbench results (quick run)", "![throughput", "## Machine limits", "| probe",
-		"| produce 128B p1 async ", "0.50", "3.00", "; 12.5 msgs per sync", "## Failures", "boom"} {
+		"| produce 128B p1 async ", "0.50", "3.00", "; 12.5 msgs per sync", "| 4321 |", "## Failures", "boom"} {
 		if !strings.Contains(md, s) {
 			t.Errorf("markdown lacks %q:\n%s", s, md)
 		}
@@ -128,8 +130,22 @@ func TestConfigPlanAndFilters(t *testing.T) {
 	if all[0].Kind != KindLimits || all[len(all)-1].Kind != KindRecovery {
 		t.Fatalf("plan starts with %s, ends with %s", all[0].Kind, all[len(all)-1].Kind)
 	}
-	if want := 1 + len(Systems())*(2*3*2+2+2) + 1; len(all) != want {
+	// mqlite has three consume rows per size (push, pull, readqueue).
+	if want := 1 + len(Systems())*(2*3*2+2+2) + 2*2 + 1; len(all) != want {
 		t.Errorf("%d jobs, want %d", len(all), want)
+	}
+	var readers []string
+	for _, j := range all {
+		if j.Kind == KindConsume && j.Size == 128 && j.System == "mqlite" {
+			readers = append(readers, j.SystemLabel())
+		}
+	}
+	if want := []string{"mqlite push", "mqlite pull", "mqlite readqueue"}; !slices.Equal(readers, want) {
+		t.Errorf("mqlite consume rows %q, want %q", readers, want)
+	}
+	cfg.Workloads = []string{"consume/pull"}
+	if p := cfg.Plan(); len(p) != 2 || p[0].Reader != ReaderPull || p[1].Reader != ReaderPull {
+		t.Errorf("consume/pull plans %+v", p)
 	}
 	cfg.Systems, cfg.Workloads = []string{"bbolt"}, []string{"produce/sync", "consume/4KiB"}
 	for _, j := range cfg.Plan() {
@@ -145,5 +161,32 @@ func TestConfigPlanAndFilters(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "nope") || !strings.Contains(err.Error(), "nothing") ||
 		!strings.Contains(err.Error(), "fast") {
 		t.Errorf("validate: %v", err)
+	}
+}
+
+// TestConsumeRatiosAgainstPush: a consume workload's ratios are against
+// mqlite's first row (its push consumer), and each mqlite reader row is
+// labelled with its reader.
+func TestConsumeRatiosAgainstPush(t *testing.T) {
+	rep := &Report{}
+	for _, r := range []struct {
+		system, reader string
+		msgs           int64
+	}{{"mqlite", ReaderPush, 100}, {"mqlite", ReaderPull, 200}, {"mqlite", ReaderReadQueue, 400}, {"wal", "", 300}} {
+		res := row(r.system, "", KindConsume, r.msgs, 1)
+		res.Job.Reader = r.reader
+		rep.add(res)
+	}
+	got := rep.Ratios()
+	if got[0] != 1 || got[1] != 2 || got[2] != 4 || got[3] != 3 {
+		t.Fatalf("ratios %v, want 1, 2, 4, 3", got)
+	}
+	tb := rep.ThroughputTable()
+	var labels []string
+	for _, r := range tb.Rows {
+		labels = append(labels, r[1])
+	}
+	if want := []string{"mqlite push", "mqlite pull", "mqlite readqueue", "wal"}; !slices.Equal(labels, want) {
+		t.Fatalf("system column %q, want %q", labels, want)
 	}
 }

@@ -81,7 +81,7 @@ func newProgress(w io.Writer, total int) *progressLine {
 func (p *progressLine) prefix(j Job) string {
 	name := j.Workload()
 	if j.System != "" && j.Kind != KindRecovery {
-		name += "  " + j.System
+		name += "  " + j.SystemLabel()
 	}
 	return fmt.Sprintf("[%*d/%d %4.0fs] %-34s", len(fmt.Sprint(p.total)), p.n, p.total,
 		time.Since(p.start).Seconds(), name)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
+	"sync/atomic"
 
 	"github.com/mqlite/mqlite"
 )
@@ -76,7 +78,7 @@ func openMqlite(p Params, o *mqlite.Options) (Queue, error) {
 		s.Close()
 		return nil, err
 	}
-	q := &mqliteQueue{s: s, msgs: make([][]*mqlite.Message, max(p.Producers, 1))}
+	q := &mqliteQueue{s: s, reader: p.Reader, msgs: make([][]*mqlite.Message, max(p.Producers, 1))}
 	for i := range q.msgs {
 		q.msgs[i] = make([]*mqlite.Message, max(p.Batch, 1))
 		for j := range q.msgs[i] {
@@ -87,8 +89,9 @@ func openMqlite(p Params, o *mqlite.Options) (Queue, error) {
 }
 
 type mqliteQueue struct {
-	s    *mqlite.Store
-	msgs [][]*mqlite.Message // per producer, reused across sends
+	s      *mqlite.Store
+	reader string              // Params.Reader: what NewConsumer returns
+	msgs   [][]*mqlite.Message // per producer, reused across sends
 }
 
 func (q *mqliteQueue) Send(producer int, bodies [][]byte) error {
@@ -114,7 +117,19 @@ func (q *mqliteQueue) Syncs() int64 {
 	return st.Throughput.Flushes
 }
 
-func (q *mqliteQueue) NewConsumer() (Consumer, error) { return &mqliteConsumer{s: q.s}, nil }
+// NewConsumer reads queue 0 with the reader of the queue's Params:
+// ReadQueue, or a push or pull consumer of the whole topic (only queue 0
+// has messages) with default options but for starting at the first
+// offset.
+func (q *mqliteQueue) NewConsumer() (Consumer, error) {
+	switch q.reader {
+	case ReaderPush:
+		return newMqlitePush(q.s)
+	case ReaderPull:
+		return newMqlitePull(q.s)
+	}
+	return &mqliteConsumer{s: q.s}, nil
+}
 
 func (q *mqliteQueue) Close() error { return q.s.Close() }
 
@@ -133,3 +148,136 @@ func (c *mqliteConsumer) Next(ctx context.Context, dst [][]byte) ([][]byte, erro
 }
 
 func (c *mqliteConsumer) Close() error { return nil }
+
+// benchGroup is the consumer group of the push and pull rows.
+const benchGroup = "bench"
+
+// consumerOptions are the defaults, starting at the first offset (the
+// default, the last offset, would skip the backlog).
+func consumerOptions() mqlite.ConsumerOptions {
+	return mqlite.ConsumerOptions{ConsumeFromWhere: mqlite.ConsumeFromFirstOffset}
+}
+
+// mqlitePull reads with a pull consumer, Poll of PullBatchSize (32).
+type mqlitePull struct{ c *mqlite.PullConsumer }
+
+func newMqlitePull(s *mqlite.Store) (Consumer, error) {
+	c, err := s.NewPullConsumer(benchGroup, consumerOptions())
+	if err != nil {
+		return nil, err
+	}
+	if err := c.Subscribe(mqliteTopic, nil); err != nil {
+		return nil, errors.Join(err, c.Close())
+	}
+	return &mqlitePull{c: c}, nil
+}
+
+func (c *mqlitePull) Next(ctx context.Context, dst [][]byte) ([][]byte, error) {
+	ms, err := c.c.Poll(ctx, 32)
+	for _, m := range ms {
+		dst = append(dst, m.Body)
+	}
+	return dst, err
+}
+
+func (c *mqlitePull) Close() error { return c.c.Close() }
+
+// mqlitePush reads with a push consumer whose handler counts the messages
+// and their body bytes (a Counter: the consume row calls Count, not Next).
+type mqlitePush struct {
+	c           *mqlite.PushConsumer
+	msgs, bytes atomic.Int64
+	target      atomic.Int64  // Count's n; the handler closes reached at it
+	reached     chan struct{} // closed once msgs reaches target
+	once        sync.Once
+	startErr    error
+	// For Next: the bodies not yet taken, in arrival order (not queue
+	// order: 20 handler goroutines), and a wake-up for a waiting Next.
+	mu     sync.Mutex
+	held   [][]byte
+	arrive chan struct{}
+}
+
+func newMqlitePush(s *mqlite.Store) (Consumer, error) {
+	c, err := s.NewPushConsumer(benchGroup, consumerOptions())
+	if err != nil {
+		return nil, err
+	}
+	if err := c.Subscribe(mqliteTopic, nil); err != nil {
+		return nil, errors.Join(err, c.Close())
+	}
+	p := &mqlitePush{c: c, reached: make(chan struct{}), arrive: make(chan struct{}, 1)}
+	p.target.Store(-1)
+	return p, nil
+}
+
+// start starts the handler once: counting only (Count), or also keeping
+// each body for Next.
+func (c *mqlitePush) start(keep bool) error {
+	c.once.Do(func() {
+		c.startErr = c.c.Start(func(_ context.Context, ms []*mqlite.MessageExt) mqlite.ConsumeResult {
+			var b int64
+			for _, m := range ms {
+				b += int64(len(m.Body))
+			}
+			if keep {
+				c.mu.Lock()
+				for _, m := range ms {
+					c.held = append(c.held, m.Body)
+				}
+				c.mu.Unlock()
+				select {
+				case c.arrive <- struct{}{}:
+				default:
+				}
+			}
+			c.bytes.Add(b)
+			n, t := c.msgs.Add(int64(len(ms))), c.target.Load()
+			if t >= 0 && n >= t && n-int64(len(ms)) < t { // this call passed the target
+				close(c.reached)
+			}
+			return mqlite.ConsumeSuccess
+		})
+	})
+	return c.startErr
+}
+
+// Count starts the consumer and waits until n messages have arrived.
+func (c *mqlitePush) Count(ctx context.Context, n int64) (msgs, bytes int64, err error) {
+	c.target.Store(n)
+	if err := c.start(false); err != nil {
+		return 0, 0, err
+	}
+	select {
+	case <-c.reached:
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	return c.msgs.Load(), c.bytes.Load(), err
+}
+
+// Next returns the bodies that arrived since the last call, waiting for
+// one (arrival order, not queue order).
+func (c *mqlitePush) Next(ctx context.Context, dst [][]byte) ([][]byte, error) {
+	if err := c.start(true); err != nil {
+		return dst, err
+	}
+	for {
+		c.mu.Lock()
+		dst = append(dst, c.held...)
+		clear(c.held)
+		n := len(c.held)
+		c.held = c.held[:0]
+		c.mu.Unlock()
+		if n > 0 {
+			return dst, nil
+		}
+		select {
+		case <-c.arrive:
+		case <-ctx.Done():
+			return dst, ctx.Err()
+		}
+	}
+}
+
+func (c *mqlitePush) Close() error { return c.c.Close() }

@@ -17,6 +17,28 @@ type Params struct {
 	// (benchSegmentSize, mqlite's default before issue 35). Other systems
 	// ignore it.
 	SegmentSize int64
+	// Reader is what a consumer reads with, for systems that have more
+	// than one way (mqlite: ReaderPush, ReaderPull, ReaderReadQueue); ""
+	// means the system's only (or first) one.
+	Reader string
+}
+
+// The readers of mqlite's consume rows: its push and pull consumers with
+// default options (but for starting at the first offset), and the raw
+// ReadQueue.
+const (
+	ReaderPush      = "push"
+	ReaderPull      = "pull"
+	ReaderReadQueue = "readqueue"
+)
+
+// Readers lists the readers a system's consume rows run with, one row
+// each; nil for a system with one way to read.
+func Readers(system string) []string {
+	if system == "mqlite" {
+		return []string{ReaderPush, ReaderPull, ReaderReadQueue}
+	}
+	return nil
 }
 
 // System is one message store under test.
@@ -62,6 +84,15 @@ type Pipeliner interface {
 	// Drain waits until every message sent so far is acknowledged and
 	// returns the first send error.
 	Drain() error
+}
+
+// Counter is implemented by consumers that deliver through a callback
+// (mqlite's push consumer): the consume row then counts what arrives
+// instead of calling Next.
+type Counter interface {
+	// Count waits until n messages have arrived (or ctx ends, or
+	// delivery fails) and returns the messages and body bytes counted.
+	Count(ctx context.Context, n int64) (msgs, bytes int64, err error)
 }
 
 // Consumer reads a queue in order.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"sync"
 	"time"
 )
@@ -62,6 +63,7 @@ func runProduce(sys System, j Job) (r Result, err error) {
 	if sc != nil {
 		syncs0 = sc.Syncs()
 	}
+	gc0 := gcCycles()
 	start := time.Now()
 	deadline := start.Add(j.Limit)
 	var wg sync.WaitGroup
@@ -101,6 +103,7 @@ func runProduce(sys System, j Job) (r Result, err error) {
 		errs = append(errs, pipe.Drain())
 	}
 	r.Seconds = time.Since(start).Seconds()
+	r.GCs = gcCycles() - gc0
 	if sc != nil {
 		r.Syncs = sc.Syncs() - syncs0
 	}
@@ -119,7 +122,8 @@ func runProduce(sys System, j Job) (r Result, err error) {
 
 // runConsume writes a backlog of j.Count messages (async, in batches of
 // j.Batch, untimed), closes and reopens the store, then times one
-// consumer reading all of it.
+// consumer (j.Reader's) reading all of it: by Next, or for a Counter (a
+// push consumer) by Count.
 func runConsume(sys System, j Job) (r Result, err error) {
 	p := j.Params()
 	q, err := sys.Open(p)
@@ -150,10 +154,18 @@ func runConsume(sys System, j Job) (r Result, err error) {
 	defer closeQueue(q, &err)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
+	gc0 := gcCycles()
 	start := time.Now()
 	c, err := q.NewConsumer()
 	if err != nil {
 		return r, err
+	}
+	if cn, ok := c.(Counter); ok {
+		r.Msgs, r.Bytes, err = cn.Count(ctx, int64(j.Count))
+		if err != nil {
+			c.Close()
+			return r, fmt.Errorf("after %d messages: %w", r.Msgs, err)
+		}
 	}
 	var dst [][]byte
 	for r.Msgs < int64(j.Count) {
@@ -168,6 +180,7 @@ func runConsume(sys System, j Job) (r Result, err error) {
 		clear(dst)
 	}
 	r.Seconds = time.Since(start).Seconds()
+	r.GCs = gcCycles() - gc0
 	if r.Msgs != int64(j.Count) || r.Bytes != int64(j.Count)*int64(j.Size) {
 		err = fmt.Errorf("read %d messages, %d bytes; want %d, %d", r.Msgs, r.Bytes, j.Count, j.Count*j.Size)
 	}
@@ -255,4 +268,13 @@ func runLatency(sys System, j Job) (r Result, err error) {
 	r.Bytes = r.Msgs * int64(j.Size)
 	r.P50, r.P99, r.Max = h.Quantile(0.5), h.Quantile(0.99), time.Duration(h.max)
 	return r, err
+}
+
+// gcCycles is the number of garbage collections this process has
+// completed: every system runs in the child's process, so the difference
+// over a row's timed part is what that row cost the collector.
+func gcCycles() int64 {
+	var st runtime.MemStats
+	runtime.ReadMemStats(&st)
+	return int64(st.NumGC)
 }

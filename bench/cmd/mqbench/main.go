@@ -46,7 +46,7 @@ func run() error {
 	out := flag.String("out", "", "directory for results.md, results.json and chart.svg (none if empty)")
 	only := flag.String("only", "", "comma-separated systems: "+strings.Join(bench.SystemNames(), ","))
 	workloads := flag.String("workloads", "", "comma-separated filters: limits, produce, consume, latency, recovery,\n"+
-		"optionally with /mode or /size (produce/sync, consume/4KiB)")
+		"optionally with /mode, /size or a consume reader (produce/sync, consume/4KiB, consume/pull)")
 	rowTime := flag.Duration("row-time", 0, "time cap per produce row (default 10s full, 400ms quick)")
 	scale := flag.Float64("scale", 1, "multiply message counts and the recovery size")
 	segment := flag.Int64("mqlite-segment", -1, "mqlite CommitLog segment size in bytes (default: mqlite's 1 GiB full, 64 MiB quick)")

@@ -32,8 +32,8 @@ func BenchmarkSyncLatency(b *testing.B) {
 
 const latencyInterval = time.Millisecond
 
-// pace sleeps until the i-th tick after start.
-func pace(start time.Time, i int) {
+// latencyPace sleeps until the i-th tick after start.
+func latencyPace(start time.Time, i int) {
 	if d := time.Until(start.Add(time.Duration(i) * latencyInterval)); d > 0 {
 		time.Sleep(d)
 	}
@@ -77,7 +77,7 @@ func benchSyncLatency(b *testing.B, uncommitted bool) {
 	b.ResetTimer()
 	start := time.Now()
 	for i := range b.N {
-		pace(start, i)
+		latencyPace(start, i)
 		t := time.Now()
 		sent[i] = t
 		started <- i
@@ -90,13 +90,13 @@ func benchSyncLatency(b *testing.B, uncommitted bool) {
 		b.Fatal(err)
 	}
 	b.StopTimer()
-	b.ReportMetric(us(median(probe)), "probe-p50-us")
-	b.ReportMetric(us(median(puts)), "put-p50-us")
-	b.ReportMetric(us(median(e2e)), "e2e-p50-us")
-	b.ReportMetric(us(e2e[len(e2e)*99/100]), "e2e-p99-us") // median sorted e2e
+	b.ReportMetric(latencyUS(syncMedian(probe)), "probe-p50-us")
+	b.ReportMetric(latencyUS(syncMedian(puts)), "put-p50-us")
+	b.ReportMetric(latencyUS(syncMedian(e2e)), "e2e-p50-us")
+	b.ReportMetric(latencyUS(e2e[len(e2e)*99/100]), "e2e-p99-us") // median sorted e2e
 }
 
-func us(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
+func latencyUS(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
 
 // latencyProbe times n pwrite+fdatasync pairs of 128 bytes, one a tick,
 // into a pre-written file in dir.
@@ -117,7 +117,7 @@ func latencyProbe(b *testing.B, dir string, n int) []time.Duration {
 	out := make([]time.Duration, 0, n)
 	start := time.Now()
 	for i := range n {
-		pace(start, i)
+		latencyPace(start, i)
 		t := time.Now()
 		if _, err := f.WriteAt(buf, int64(i*size)%span); err != nil {
 			b.Fatal(err)

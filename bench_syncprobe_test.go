@@ -82,14 +82,14 @@ func benchPutSyncVsProbe(b *testing.B, size int) {
 		}
 	}
 	b.StopTimer()
-	p, q := median(probes), median(puts)
+	p, q := syncMedian(probes), syncMedian(puts)
 	b.ReportMetric(float64(p.Microseconds()), "probe-p50-us")
 	b.ReportMetric(float64(q.Microseconds()), "put-p50-us")
 	b.ReportMetric(float64(q)/float64(p), "put/probe")
 }
 
-// median is the middle of ds (sorted in place).
-func median(ds []time.Duration) time.Duration {
+// syncMedian is the middle of ds (sorted in place).
+func syncMedian(ds []time.Duration) time.Duration {
 	if len(ds) == 0 {
 		return 0
 	}

@@ -86,8 +86,10 @@ func BenchmarkPut(b *testing.B) {
 			b.Run(fmt.Sprintf("async/%dB/g%d", size, g), func(b *testing.B) { benchPut(b, FlushAsync, size, g) })
 		}
 	}
-	for _, g := range []int{1, 16} {
-		b.Run(fmt.Sprintf("sync/128B/g%d", g), func(b *testing.B) { benchPut(b, FlushSync, 128, g) })
+	for _, size := range []int{128, 4 << 10} {
+		for _, g := range []int{1, 16} {
+			b.Run(fmt.Sprintf("sync/%dB/g%d", size, g), func(b *testing.B) { benchPut(b, FlushSync, size, g) })
+		}
 	}
 	b.Run("async/128B/batch100", func(b *testing.B) { benchPutBatch(b, 100) })
 	b.Run("async/128B/batch1000", func(b *testing.B) { benchPutBatch(b, 1000) })

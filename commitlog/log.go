@@ -109,6 +109,9 @@ type Options struct {
 	// mappings even where it could write through its files (through.go),
 	// for benchmarks that compare the two.
 	noWriteThrough bool
+	// noPrewrite stops the allocator pre-writing new segments ahead of a
+	// writer that writes through its files (prewrite.go), for benchmarks.
+	noPrewrite bool
 	// resident tells which share of a spare is in memory; vfs.Resident
 	// unless a test evicts it.
 	resident func([]byte) float64
@@ -183,6 +186,7 @@ type Log struct {
 	// writeThrough: appends write into the segment files with WriteAt,
 	// not through the mappings (through.go).
 	writeThrough bool
+	pre          prewriteState // the writer and the zero-fill kept apart (prewrite.go)
 
 	flushMu sync.Mutex
 	delMu   sync.Mutex // serialises DeleteBefore and Close's unmapping
@@ -302,6 +306,7 @@ func Open(opts Options) (*Log, error) {
 		l.releaseAll()
 		return nil, err
 	}
+	l.pre.reserved.Store(l.wrote.Load()) // the allocator pre-writes nothing below
 	l.mu.warmAt = math.MaxInt64
 	if !opts.NoWarm {
 		// From the first append on: a log opened to be read, or not

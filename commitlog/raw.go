@@ -109,8 +109,9 @@ func (l *Log) AppendRaw(off int64, b []byte) (end int64, err error) {
 	if err := l.checkRaw(cur, pos, b); err != nil {
 		return 0, err
 	}
-	copy(cur.buf[pos:], b)
 	end = off + int64(len(b))
+	l.reserve(off, end) // not while the allocator writes zeros there (prewrite.go)
+	copy(cur.buf[pos:], b)
 	l.wrote.Store(end)
 	if end >= l.mu.warmAt {
 		l.warmLocked(end)

@@ -183,7 +183,11 @@ func (l *Log) terminate() error {
 		return nil
 	}
 	pos := end - s.start
-	if pos < 0 || pos+8 > l.opts.SegmentSize || isZero(s.buf[pos:pos+8]) {
+	if pos < 0 || pos+8 > l.opts.SegmentSize {
+		return nil
+	}
+	l.reserve(end, end+8) // not while the allocator writes zeros there (prewrite.go)
+	if isZero(s.buf[pos : pos+8]) {
 		return nil
 	}
 	clear(s.buf[pos : pos+8])

@@ -33,6 +33,11 @@ type segment struct {
 	// f is the file, open while the segment is written through it
 	// (through.go); else nil.
 	f vfs.File
+	// pw shares f with the allocator's pre-writing (prewrite.go).
+	pw prewriteRef
+	// recycled: the file is a spare's (recycle.go), whose blocks are
+	// written already, so it is not pre-written (prewrite.go).
+	recycled bool
 }
 
 func segmentName(start int64) string { return fmt.Sprintf("%020d", start) }
@@ -147,6 +152,7 @@ func (l *Log) newSegment(start int64) (*segment, error) {
 	}
 	if r := l.opts.resident(seg.buf); r >= minResident {
 		l.recycled.Add(1)
+		seg.recycled = true
 		return seg, nil
 	}
 	// Written back and evicted: pre-faulting would read it from disk.

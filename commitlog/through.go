@@ -47,17 +47,22 @@ func (l *Log) openForWrite(s *segment) error {
 		return diskErr("open", s.path, err)
 	}
 	s.f = f
+	s.pw.set(f)
 	return nil
 }
 
-// closeForWrite closes the descriptor openForWrite opened, if any.
+// closeForWrite closes the descriptor openForWrite opened, if any, or
+// leaves it to the pre-writing using it to close (prewrite.go).
 func (s *segment) closeForWrite() error {
-	if s.f == nil {
+	f := s.f
+	if f == nil {
 		return nil
 	}
-	err := s.f.Close()
 	s.f = nil
-	return err
+	if !s.pw.leave() {
+		return nil
+	}
+	return f.Close()
 }
 
 // writeAt puts b at pos in s: with one WriteAt for a log that writes
@@ -68,6 +73,7 @@ func (l *Log) writeAt(s *segment, pos int64, b []byte) error {
 		copy(s.buf[pos:], b)
 		return nil
 	}
+	l.reserve(s.start+pos, s.start+pos+int64(len(b)))
 	if _, err := s.f.WriteAt(b, pos); err != nil {
 		err = diskErr("write", s.path, err)
 		l.fence(err)

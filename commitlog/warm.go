@@ -104,6 +104,12 @@ func (l *Log) warmAhead(done *int64) (more bool) {
 			more = false // a fault here is the appender's to report
 		}
 	}()
+	if l.prewrites(s) {
+		if e := min(end, from+prewriteChunk); l.prewrite(s, from, e) {
+			*done = e
+			return e < to
+		}
+	}
 	l.opts.populate(s.buf[from-s.start : end-s.start])
 	*done = end
 	return end < to
@@ -124,6 +130,9 @@ func (l *Log) warmHead(seg *segment, done *int64) {
 		end := min(head, off+warmChunk)
 		if l.wrote.Load() >= seg.start+int64(end) {
 			continue // the appender rolled in and wrote past it
+		}
+		if l.prewriteHead(seg, off, end) {
+			continue
 		}
 		l.opts.populate(seg.buf[off:end])
 	}

@@ -104,7 +104,9 @@
 //
 // Optional interfaces. Usager reports the use of a volume (for
 // Options.DiskMaxUsedRatio); without it the store does not watch the
-// disk. A Mapping may implement Dropper and Pager, hints about its page
+// disk. A File may implement Prewriter (zeros written and made durable
+// ahead of a writer, its own operation for fault injection); without it a
+// FlushSync CommitLog writes into its new segments as they are. A Mapping may implement Dropper and Pager, hints about its page
 // tables that never change a byte; without them nothing is lost. Populate,
 // PopulateRead, Resident and DataRanges are such hints for the memory and
 // files of the real file system, used by the storage packages; elsewhere
@@ -114,7 +116,7 @@
 //
 // Faulty keeps, beside the live file system it wraps, a durable image: a
 // file's bytes as of its last successful File.Sync, plus each range a
-// Mapping.Sync covered since, and the directory entries as of the last
+// Mapping.Sync or a Prewrite covered since, and the directory entries as of the last
 // successful SyncDir of their directory. A file that already existed in
 // the wrapped FS when Faulty first opened it counts as durable as it was
 // then, so that an image can be wrapped and crashed again. Crash(rng, p)

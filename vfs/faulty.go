@@ -27,9 +27,11 @@ const (
 	OpRead
 	OpTruncate
 	OpAllocate
-	OpSync    // File.Sync
-	OpMap     // File.Map
-	OpMapSync // Mapping.Sync
+	OpSync         // File.Sync
+	OpMap          // File.Map
+	OpMapSync      // Mapping.Sync
+	OpPrewrite     // Prewriter.Prewrite: zeros written ahead of a writer
+	OpPrewriteSync // Prewriter.SyncPrewrite
 )
 
 // Injector decides whether an operation on path fails; a nil result lets it
@@ -54,7 +56,10 @@ type Faulty struct {
 
 type node struct {
 	durable []byte // contents as of the last successful sync
-	h       File   // a handle to read live contents
+	// prewritten are the ranges (offset, length) Prewrite wrote since
+	// the last SyncPrewrite.
+	prewritten [][2]int64
+	h          File // a handle to read live contents
 }
 
 // NewFaulty wraps inner.

@@ -160,8 +160,14 @@ func (c *Config) Plan() []Job {
 			} else {
 				j.SegmentSize = 0
 			}
-			readers := Readers(s)
-			if j.Kind != KindConsume || len(readers) == 0 {
+			var readers []string
+			switch {
+			case j.Kind == KindConsume:
+				readers = Readers(s)
+			case j.Kind == KindLatency && j.Mode == Sync && s == "mqlite":
+				readers = []string{"", ReaderUncommitted}
+			}
+			if len(readers) == 0 {
 				add(j)
 				continue
 			}

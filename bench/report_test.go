@@ -130,8 +130,9 @@ func TestConfigPlanAndFilters(t *testing.T) {
 	if all[0].Kind != KindLimits || all[len(all)-1].Kind != KindRecovery {
 		t.Fatalf("plan starts with %s, ends with %s", all[0].Kind, all[len(all)-1].Kind)
 	}
-	// mqlite has three consume rows per size (push, pull, readqueue).
-	if want := 1 + len(Systems())*(2*3*2+2+2) + 2*2 + 1; len(all) != want {
+	// mqlite has three consume rows per size (push, pull, readqueue) and
+	// two sync latency rows (durable reads, read-uncommitted).
+	if want := 1 + len(Systems())*(2*3*2+2+2) + 2*2 + 1 + 1; len(all) != want {
 		t.Errorf("%d jobs, want %d", len(all), want)
 	}
 	var readers []string
@@ -142,6 +143,15 @@ func TestConfigPlanAndFilters(t *testing.T) {
 	}
 	if want := []string{"mqlite push", "mqlite pull", "mqlite readqueue"}; !slices.Equal(readers, want) {
 		t.Errorf("mqlite consume rows %q, want %q", readers, want)
+	}
+	var latency []string
+	for _, j := range all {
+		if j.Kind == KindLatency && j.System == "mqlite" {
+			latency = append(latency, string(j.Mode)+" "+j.SystemLabel())
+		}
+	}
+	if want := []string{"async mqlite", "sync mqlite", "sync mqlite read-uncommitted"}; !slices.Equal(latency, want) {
+		t.Errorf("mqlite latency rows %q, want %q", latency, want)
 	}
 	cfg.Workloads = []string{"consume/pull"}
 	if p := cfg.Plan(); len(p) != 2 || p[0].Reader != ReaderPull || p[1].Reader != ReaderPull {

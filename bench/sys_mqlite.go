@@ -29,6 +29,9 @@ func (mqliteSystem) Durability(p Params) string {
 	if p.Batch > 1 {
 		call = fmt.Sprintf("PutBatch of %d", p.Batch)
 	}
+	if p.Sync && p.Reader == ReaderUncommitted {
+		return fmt.Sprintf("FlushSync (group commit, fdatasync before ack; readers see records before their sync: ReadUncommitted); %s; %s", call, seg)
+	}
 	if p.Sync {
 		return fmt.Sprintf("FlushSync (group commit, fdatasync before ack); %s; %s", call, seg)
 	}
@@ -62,7 +65,9 @@ func (mqliteSystem) Open(p Params) (Queue, error) {
 	if p.Sync {
 		mode = mqlite.FlushSync
 	}
-	return openMqlite(p, mqliteOptions(mode, p.SegmentSize))
+	o := mqliteOptions(mode, p.SegmentSize)
+	o.ReadUncommitted = p.Reader == ReaderUncommitted
+	return openMqlite(p, o)
 }
 
 // openMqlite opens the store of p with o.

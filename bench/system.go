@@ -30,6 +30,11 @@ const (
 	ReaderPush      = "push"
 	ReaderPull      = "pull"
 	ReaderReadQueue = "readqueue"
+	// ReaderUncommitted is mqlite's second sync latency row: the store
+	// opened with Options.ReadUncommitted, so that a reader sees a
+	// record once written while the send still returns after its sync,
+	// as Pebble's readers see a batch before its WAL sync ends.
+	ReaderUncommitted = "read-uncommitted"
 )
 
 // Readers lists the readers a system's consume rows run with, one row

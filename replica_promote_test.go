@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -226,4 +228,71 @@ func TestReplicateFromRefusedWhilePromoting(t *testing.T) {
 	require.Contains(t, rerr.Error(), "being promoted")
 	r.repl.endPromote()
 	require.Equal(t, Replica, r.Role(), "nothing changed")
+}
+
+// TestPromoteFailureLeavesAReplica: a Promote whose epoch file cannot be
+// written fails with ErrIO and leaves a replica: no epoch added, writes
+// refused, no goroutine of the services it made left running; a Promote
+// once the disk works again succeeds.
+func TestPromoteFailureLeavesAReplica(t *testing.T) {
+	ctx := context.Background()
+	o := replOpts(clock.NewFake(t0), Options{})
+	p, err := openFS(vfs.NewMem(), "/p", o)
+	require.NoError(t, err)
+	require.NoError(t, p.CreateTopic("orders", TopicConfig{Queues: 2}))
+	putTagged(t, p, "m", 10)
+	ffs := vfs.NewFaulty(vfs.NewMem())
+	r := openReplica(t, ffs, "/r", o)
+	defer r.Close()
+	stop := link(p, r, nil)
+	caughtUp(t, p, r)
+	stop()
+	require.NoError(t, p.Close())
+	_, before := r.Epochs()
+	require.Zero(t, serviceGoroutines(0), "a replica runs no delay, transaction or consumer goroutine")
+
+	ffs.SetInjector(func(op vfs.Op, path string) error {
+		if op == vfs.OpRename && strings.Contains(path, epochFile) {
+			return errors.New("injected rename failure")
+		}
+		return nil
+	})
+	require.ErrorIs(t, r.Promote(), ErrIO)
+	require.Equal(t, Replica, r.Role())
+	_, after := r.Epochs()
+	require.Equal(t, before, after, "no epoch added")
+	_, err = r.Put(ctx, &Message{Topic: "orders", Body: []byte("x")}, 0)
+	require.ErrorIs(t, err, ErrReplica)
+	_, err = r.NewPullConsumer("g", ConsumerOptions{})
+	require.ErrorIs(t, err, ErrReplica)
+	require.Zero(t, serviceGoroutines(0), "the services the failed Promote made are stopped")
+
+	ffs.SetInjector(nil)
+	require.NoError(t, r.Promote())
+	_, after = r.Epochs()
+	require.Len(t, after, len(before)+1)
+	res, err := r.Put(ctx, &Message{Topic: "orders", Body: []byte("x")}, 0)
+	require.NoError(t, err)
+	require.EqualValues(t, 5, res.QueueOffset)
+	require.Equal(t, 5, serviceGoroutines(5), "a primary runs them (the scheduler two)")
+}
+
+// serviceGoroutines counts the goroutines of the delay scheduler, the
+// timer service, the transaction service and the consumer groups (one
+// on a primary, two for the scheduler), giving them a moment to reach want
+// (stopped ones to go).
+func serviceGoroutines(want int) int {
+	count := func() int {
+		n := 0
+		for _, fn := range []string{"consumer.NewManager", "txn.(*Service).Start", "delay.(*Scheduler).Start", "delay.(*Timers).Start"} {
+			n += goroutinesBy("github.com/mqlite/mqlite/" + fn)
+		}
+		return n
+	}
+	n := count()
+	for i := 0; n != want && i < 1000; i++ {
+		runtime.Gosched()
+		n = count()
+	}
+	return n
 }

@@ -102,7 +102,7 @@ func (s *Store) NewPushConsumer(group string, opts ConsumerOptions) (*PushConsum
 		return nil, err
 	}
 	opts.Hooks = s.hooks.merge(opts.Hooks)
-	return s.consumers.NewPushConsumer(group, opts)
+	return s.consumers().NewPushConsumer(group, opts)
 }
 
 // NewPullConsumer returns a member of consumer group group that reads
@@ -112,7 +112,7 @@ func (s *Store) NewPullConsumer(group string, opts ConsumerOptions) (*PullConsum
 		return nil, err
 	}
 	opts.Hooks = s.hooks.merge(opts.Hooks)
-	return s.consumers.NewPullConsumer(group, opts)
+	return s.consumers().NewPullConsumer(group, opts)
 }
 
 // ensureRetryTopic creates a clustering group's retry topic (one queue)
@@ -132,12 +132,12 @@ func (s *Store) ensureRetryTopic(group string, opts ConsumerOptions) error {
 // ConsumerLag reports, per queue, how far group's committed offsets are
 // behind the queues' ends. A clustering group's retry queue
 // (%RETRY%group) is listed too; QueueLag.IsRetry tells it apart.
-func (s *Store) ConsumerLag(group string) ([]QueueLag, error) { return s.consumers.Lag(group) }
+func (s *Store) ConsumerLag(group string) ([]QueueLag, error) { return s.consumers().Lag(group) }
 
 // ConsumerOffsets returns group's committed offsets: the next offset it
 // consumes on each queue it has committed on.
 func (s *Store) ConsumerOffsets(group string) ([]ConsumerOffset, error) {
-	return s.consumers.Offsets(group)
+	return s.consumers().Offsets(group)
 }
 
 // ResetConsumerOffsets moves group's committed offsets on every queue of
@@ -150,7 +150,7 @@ func (s *Store) ResetConsumerOffsets(group, topic string, t time.Time) ([]Consum
 	if err := s.writable("reset consumer offsets"); err != nil {
 		return nil, err
 	}
-	return s.consumers.ResetOffsets(group, topic, t)
+	return s.consumers().ResetOffsets(group, topic, t)
 }
 
 // SetConsumerOffset sets group's committed offset on one queue, which
@@ -160,11 +160,11 @@ func (s *Store) SetConsumerOffset(group, topic string, queue int, offset int64) 
 	if err := s.writable("set consumer offset"); err != nil {
 		return err
 	}
-	return s.consumers.SetOffset(group, topic, queue, offset)
+	return s.consumers().SetOffset(group, topic, queue, offset)
 }
 
 // ConsumerGroups describes every consumer group, live or persisted.
-func (s *Store) ConsumerGroups() []GroupInfo { return s.consumers.Groups() }
+func (s *Store) ConsumerGroups() []GroupInfo { return s.consumers().Groups() }
 
 // SetRetryPolicy chooses how long group's failed messages wait before
 // they are delivered again (default RetryLevels).
@@ -176,10 +176,12 @@ func (s *Store) SetRetryPolicy(group string, p RetryPolicy) error {
 	return nil
 }
 
-func (s *Store) newConsumers() (*consumer.Manager, error) {
+// newConsumers makes the consumer groups' manager; readOnly for a
+// read-only store or a replica.
+func (s *Store) newConsumers(readOnly bool) (*consumer.Manager, error) {
 	return consumer.NewManager(consumerSource{s}, consumer.ManagerOptions{FS: s.fs, Dir: s.path(configDir),
 		Clock: s.opts.Clock, Logger: s.opts.Logger, ParseFilter: parseFilter, PersistInterval: s.opts.OffsetPersistInterval,
-		ReadOnly: s.readOnly || s.repl.isReplica()})
+		ReadOnly: s.readOnly || readOnly})
 }
 
 func parseFilter(typ, expr string) (consumer.Filter, error) {

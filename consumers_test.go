@@ -469,7 +469,7 @@ func TestCommittedOffsetPastACutQueueIsMovedBack(t *testing.T) {
 		got += len(ms)
 	}
 	require.NoError(t, pc.Commit())
-	require.NoError(t, s.consumers.PersistOffsets()) // offset 3 is durable; the messages are not
+	require.NoError(t, s.consumers().PersistOffsets()) // offset 3 is durable; the messages are not
 	img := ffs.Crash(rand.New(rand.NewPCG(1, 2)), 0)
 	require.NoError(t, s.Close())
 

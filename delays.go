@@ -27,7 +27,7 @@ const timerDir = "timer"
 
 // openDelays opens the delay scheduler and the timer wheel (package delay)
 // on the recovered store, their system topics created first.
-func (s *Store) openDelays() error {
+func (s *Store) openDelays(sv *services) error {
 	if _, err := s.topics.EnsureAtLeast(topic.Schedule, len(s.opts.DelayLevels)); err != nil {
 		return err
 	}
@@ -35,7 +35,7 @@ func (s *Store) openDelays() error {
 		return err
 	}
 	var err error
-	s.sched, s.timers, err = s.newDelays()
+	sv.sched, sv.timers, err = s.newDelays()
 	return err
 }
 
@@ -236,5 +236,5 @@ func (s *Store) timerBacklog() int64 {
 	if err != nil || q == nil {
 		return 0
 	}
-	return q.MaxOffset() - s.timers.Enqueued()
+	return q.MaxOffset() - s.timers().Enqueued()
 }

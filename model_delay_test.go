@@ -318,7 +318,7 @@ func (r *modelRun) storeCopies(m *MessageExt) string {
 	}
 	names, _ := r.ffs.ReadDir(modelDir + "/timer")
 	out = append(out, fmt.Sprintf("timers checked against the index up to %s, enqueued %d, buckets %v; commitlog [%d, %d)",
-		r.s.timers.VerifyUntil().UTC(), r.s.timers.Enqueued(), names, r.s.log.MinOffset(), r.s.log.WrotePosition()))
+		r.s.timers().VerifyUntil().UTC(), r.s.timers().Enqueued(), names, r.s.log.MinOffset(), r.s.log.WrotePosition()))
 	return strings.Join(out, "; ")
 }
 
@@ -348,6 +348,6 @@ func (r *modelRun) diag(due map[*modelPending]bool) string {
 		}
 	}
 	names, _ := r.ffs.ReadDir(modelDir + "/timer")
-	out = append(out, fmt.Sprintf("buckets %v, enqueued %d, log end %d, dispatched %d", names, r.s.timers.Enqueued(), r.s.log.WrotePosition(), r.s.disp.dispatched()))
+	out = append(out, fmt.Sprintf("buckets %v, enqueued %d, log end %d, dispatched %d", names, r.s.timers().Enqueued(), r.s.log.WrotePosition(), r.s.disp.dispatched()))
 	return strings.Join(out, "; ")
 }

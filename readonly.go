@@ -53,8 +53,8 @@ func openReadOnly(fs vfs.FS, dir string, o Options, explicitSegment bool) (*Stor
 	s := &Store{opts: o, dir: filepath.Clean(dir), fs: vfs.ReadOnly(fs), readOnly: true, queues: map[string]*topicNext{}}
 	s.explicitSegment = explicitSegment
 	if err := s.openRO(); err != nil {
-		if s.txn != nil {
-			s.txn.Close()
+		if sv := s.svc.Load(); sv != nil && sv.txn != nil {
+			sv.txn.Close()
 		}
 		s.release()
 		return nil, err
@@ -127,13 +127,15 @@ func (s *Store) openRO() error {
 	if err := s.restoreTopics(cp.marks); err != nil {
 		return err
 	}
-	if s.txn, err = s.newTxnService(); err != nil {
+	sv := &services{}
+	s.svc.Store(sv)
+	if sv.txn, err = s.newTxnService(true); err != nil {
 		return err
 	}
-	if err := s.txn.Start(); err != nil {
+	if err := sv.txn.Start(); err != nil {
 		return err
 	}
-	if s.consumers, err = s.newConsumers(); err != nil {
+	if sv.consumers, err = s.newConsumers(true); err != nil {
 		return err
 	}
 	return nil
@@ -160,7 +162,7 @@ func (s *Store) ReadOnly() bool { return s.readOnly }
 // closeReadOnly is Close for a read-only Store: nothing to flush, persist
 // or remove; readers waiting for messages get ErrClosed.
 func (s *Store) closeReadOnly() error {
-	errList := []error{s.consumers.Close(), s.closeHandles(), s.txn.Close()}
+	errList := []error{s.consumers().Close(), s.closeHandles(), s.txn().Close()}
 	s.disp.fail(errClosedDispatch)
 	errList = append(errList, s.release())
 	return errors.Join(errList...)

@@ -77,7 +77,7 @@ func TestLostTopicRegistryIsRestored(t *testing.T) {
 	for _, ti := range s.Topics() {
 		require.Equal(t, topic.IsSystem(ti.Name), ti.System, ti.Name)
 		if ti.Name == topic.Schedule {
-			require.Equal(t, s.sched.Levels(), ti.Config.Queues, "the scheduler grows it back to one queue per level")
+			require.Equal(t, s.sched().Levels(), ti.Config.Queues, "the scheduler grows it back to one queue per level")
 		}
 	}
 

@@ -38,13 +38,13 @@ func (s *Store) CommitOffset(group, topic string, queue int, offset int64) error
 	if err := s.writable("commit offset"); err != nil {
 		return err
 	}
-	return s.consumers.CommitRemote(group, topic, queue, offset)
+	return s.consumers().CommitRemote(group, topic, queue, offset)
 }
 
 // CommittedOffset returns group's committed clustering offset on one
 // queue, and false when the group has none there.
 func (s *Store) CommittedOffset(group, topic string, queue int) (int64, bool, error) {
-	return s.consumers.RemoteOffset(group, topic, queue)
+	return s.consumers().RemoteOffset(group, topic, queue)
 }
 
 // ReadQueueFiltered is ReadQueue through a subscription filter evaluated

@@ -55,11 +55,11 @@ func (s *Store) ReplicationStatus() ReplicationStatus {
 // before the bytes are appended at the primary's offsets; with FlushSync
 // they are flushed before they are acknowledged.
 //
-// It fails with ErrInvalidArgument on a primary or while another
-// ReplicateFrom runs, with ErrReplicaIdentity, ErrReplicaDiverged or
-// ErrNotFound when the primary refuses it (nothing changed), and with
-// ErrCorrupt for a damaged chunk (nothing of it written; reconnect to
-// resume). Reconnecting is the caller's (package replication has a loop).
+// It fails with ErrInvalidArgument on a primary, while another
+// ReplicateFrom runs or while Promote runs, with ErrReplicaIdentity,
+// ErrReplicaDiverged or ErrNotFound when the primary refuses it (nothing
+// changed), and with ErrCorrupt for a damaged chunk (nothing of it
+// written; reconnect to resume). Reconnecting is the caller's (package replication has a loop).
 func (s *Store) ReplicateFrom(ctx context.Context, conn io.ReadWriteCloser) error {
 	if err := s.enter(ctx, "replicate"); err != nil {
 		return err
@@ -101,6 +101,8 @@ func (r *replication) beginFollow(ctx context.Context, addr string) (*follower, 
 		return nil, nil, fmt.Errorf("mqlite: replicate: %s is a primary (open it with Role Replica): %w", s.dir, errs.ErrInvalidArgument)
 	case r.mu.follow != nil:
 		return nil, nil, fmt.Errorf("mqlite: replicate: %s already follows a primary: %w", s.dir, errs.ErrInvalidArgument)
+	case r.mu.promoting:
+		return nil, nil, fmt.Errorf("mqlite: replicate: %s is being promoted: %w", s.dir, errs.ErrInvalidArgument)
 	}
 	fctx, cancel := context.WithCancel(ctx)
 	f := &follower{cancel: cancel, done: make(chan struct{})}

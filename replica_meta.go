@@ -38,7 +38,7 @@ var followedFiles = []string{consumer.GroupsFile, consumer.OffsetsFile, delay.Pr
 // sendMetadata writes a metadata frame: the consumer offsets are
 // persisted first, so that the file holds the latest commits.
 func (s *Store) sendMetadata(bw *bufio.Writer) error {
-	if err := s.consumers.PersistOffsets(); err != nil && !errors.Is(err, errs.ErrClosed) {
+	if err := s.consumers().PersistOffsets(); err != nil && !errors.Is(err, errs.ErrClosed) {
 		s.opts.Logger.Warn("mqlite: serve replica: persist offsets", "err", err)
 	}
 	m := metaBody{Files: map[string][]byte{}}
@@ -116,6 +116,6 @@ func (s *Store) followTopic(t metaTopic) error {
 	if err != nil {
 		return fmt.Errorf("mqlite: replicate: topic %q: %w", t.Name, err)
 	}
-	s.consumers.TopicsChanged()
+	s.consumers().TopicsChanged()
 	return nil
 }

@@ -9,26 +9,33 @@ import (
 // Promote makes a replica the primary (manual failover; choosing which
 // replica, and making sure the old primary takes no more sends, is the
 // caller's). It stops ReplicateFrom, dispatches everything received,
-// starts a new epoch at the CommitLog's end, and starts the delay
-// scheduler, the timer and transaction services and the consumer groups
-// from the metadata the primary last sent: sends are taken from then on.
-// Call it with no other call on the Store in flight. On a primary it
-// returns ErrInvalidArgument; after Close, ErrClosed.
+// starts the delay scheduler, the timer and transaction services and the
+// consumer groups from the metadata the primary last sent, starts a new
+// epoch at the CommitLog's end, and only then takes sends.
+//
+// It is safe beside any other call. Reads, Stats and the consumer and
+// transaction calls running meanwhile see the store either as the replica
+// (read-only consumer groups, ErrReplica for writes) or as the primary,
+// never half promoted. Of concurrent Promotes exactly one promotes; the
+// others wait for it and return ErrInvalidArgument, as Promote on a
+// primary does. Close waits for a running Promote, then stops what it
+// started; a Promote that comes after Close returns ErrClosed. A
+// ReplicateFrom started while Promote runs fails with ErrInvalidArgument.
+// If Promote fails (a disk error), the store stays a replica that follows
+// no primary, with its services as they were: call Promote again, or
+// ReplicateFrom.
 func (s *Store) Promote() error {
 	if s == nil {
 		return errs.NilReceiver("mqlite.Store")
 	}
-	if s.closed.Load() {
-		return errs.ErrClosed
-	}
 	r := &s.repl
-	r.mu.Lock()
-	if !r.replica.Load() {
-		r.mu.Unlock()
-		return fmt.Errorf("mqlite: promote: %s is a primary already: %w", s.dir, errs.ErrInvalidArgument)
+	r.promoteMu.Lock()
+	defer r.promoteMu.Unlock()
+	f, err := r.beginPromote()
+	if err != nil {
+		return err
 	}
-	f := r.mu.follow
-	r.mu.Unlock()
+	defer r.endPromote()
 	if f != nil {
 		f.cancel()
 		<-f.done
@@ -36,16 +43,41 @@ func (s *Store) Promote() error {
 	if err := s.settleReceived(); err != nil {
 		return err
 	}
-	if err := r.newEpoch(); err != nil {
-		return err
-	}
-	r.replica.Store(false)
-	if err := s.startServices(); err != nil {
+	sv, err := s.newServices()
+	if err != nil {
 		return fmt.Errorf("mqlite: promote: %w", err)
 	}
+	if err := r.newEpoch(); err != nil {
+		sv.discard()
+		return err
+	}
+	s.switchServices(sv)
 	s.repl.saveState(0)
 	s.opts.Logger.Info("mqlite: promoted to primary", "end", s.log.WrotePosition())
 	return nil
+}
+
+// beginPromote checks that the store is an open replica and keeps a new
+// ReplicateFrom from starting; it returns the running one, if any. Run
+// under promoteMu: Close sets closed before it takes promoteMu, so a
+// store not closed here keeps its services until Promote returns.
+func (r *replication) beginPromote() (*follower, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch {
+	case r.s.closed.Load() || r.mu.closed:
+		return nil, errs.ErrClosed
+	case !r.replica.Load():
+		return nil, fmt.Errorf("mqlite: promote: %s is a primary already: %w", r.s.dir, errs.ErrInvalidArgument)
+	}
+	r.mu.promoting = true
+	return r.mu.follow, nil
+}
+
+func (r *replication) endPromote() {
+	r.mu.Lock()
+	r.mu.promoting = false
+	r.mu.Unlock()
 }
 
 // settleReceived flushes and dispatches everything the replica received
@@ -101,34 +133,59 @@ func (r *replication) newEpoch() error {
 	return nil
 }
 
-// startServices replaces the replica's read-only transaction service and
-// consumer groups with writable ones loaded from the followed files, and
-// starts the delay scheduler and the timer service afresh from them.
-func (s *Store) startServices() error {
+// newServices makes writable services from the followed files and starts
+// the transaction service; the delay scheduler and the timer service are
+// started by switchServices. Nothing is published yet: on an error what
+// was made is closed and the replica's services stay.
+func (s *Store) newServices() (*services, error) {
 	sched, timers, err := s.newDelays()
 	if err != nil {
-		return err
+		return nil, err
 	}
-	tx, err := s.newTxnService()
+	sv := &services{sched: sched, timers: timers}
+	if sv.txn, err = s.newTxnService(false); err != nil {
+		sv.discard()
+		return nil, err
+	}
+	if sv.consumers, err = s.newConsumers(false); err != nil {
+		sv.discard()
+		return nil, err
+	}
+	if err = sv.consumers.ClampOffsets(); err == nil {
+		err = sv.txn.Start()
+	}
 	if err != nil {
-		return err
+		sv.discard()
+		return nil, err
 	}
-	cons, err := s.newConsumers()
-	if err != nil {
-		tx.Close()
-		return err
+	return sv, nil
+}
+
+// discard closes services newServices made and never published (their
+// timer service was not started: it has nothing to stop).
+func (sv *services) discard() {
+	if sv.consumers != nil {
+		sv.consumers.Close()
 	}
-	oldTx, oldCons := s.txn, s.consumers
-	s.sched, s.timers, s.txn, s.consumers = sched, timers, tx, cons
-	oldTx.Close()
-	oldCons.Close()
-	if err := s.consumers.ClampOffsets(); err != nil {
-		return err
+	if sv.txn != nil {
+		sv.txn.Close()
 	}
-	s.repl.mu.Lock()
-	s.repl.mu.services = true
-	s.repl.mu.Unlock()
-	s.sched.Start()
-	s.timers.Start()
-	return s.txn.Start()
+	sv.sched.Stop()
+}
+
+// switchServices publishes the primary's services, starts the delay
+// scheduler and the timer service, and then makes the store a primary:
+// a call that finds it writable finds the new services. The replica's
+// read-only ones are retired, closed by Close (a call that loaded them
+// before the switch may still use them).
+func (s *Store) switchServices(sv *services) {
+	r := &s.repl
+	old := s.svc.Swap(sv)
+	r.mu.Lock()
+	r.mu.services = true
+	r.mu.Unlock()
+	sv.sched.Start()
+	sv.timers.Start()
+	r.replica.Store(false)
+	r.retired = append(r.retired, old)
 }

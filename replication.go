@@ -81,6 +81,13 @@ type replication struct {
 	wg   sync.WaitGroup
 	// stateMu serialises writes of the replication state file.
 	stateMu sync.Mutex
+	// promoteMu serialises Promote with itself and with Close's stop of
+	// the services (stopServices); lock order: promoteMu, then mu.
+	promoteMu sync.Mutex
+	// retired are the read-only services Promote replaced (promoteMu):
+	// calls that loaded them before the swap still use them, so Close,
+	// not Promote, closes them.
+	retired []*services
 	// primaryEnd is the primary's CommitLog end as a replica last heard.
 	primaryEnd atomic.Int64
 	// syncAcked is the end MinInSyncReplicas in-sync replicas had
@@ -101,6 +108,7 @@ type replication struct {
 		primaryAddr string
 		closed      bool
 		services    bool // the delay scheduler and the timer service run
+		promoting   bool // a Promote runs: no ReplicateFrom may begin
 		cut         DivergenceReport
 	}
 }

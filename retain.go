@@ -178,10 +178,10 @@ func (s *Store) completeDelete(name string) error {
 	if err := s.topics.Delete(name); err != nil && !errors.Is(err, errs.ErrTopicNotFound) {
 		return err
 	}
-	if err := s.consumers.ForgetTopic(name); err != nil {
+	if err := s.consumers().ForgetTopic(name); err != nil {
 		return err
 	}
-	s.consumers.TopicsChanged()
+	s.consumers().TopicsChanged()
 	m := maps.Clone(*s.retain.floors.Load())
 	f := m[name]
 	f.Deleting = false

@@ -168,7 +168,7 @@ func TestLostQueueDirectoryIsRebuilt(t *testing.T) {
 	mo, err := s2.MaxOffset("t", 0)
 	require.NoError(t, err)
 	require.EqualValues(t, 10, mo, "the queue was rebuilt")
-	offs, err := s2.consumers.Offsets("g")
+	offs, err := s2.consumers().Offsets("g")
 	require.NoError(t, err)
 	found := false
 	for _, o := range offs {

@@ -354,7 +354,7 @@ func ioReopen(fs vfs.FS, run *ioRun, exact bool) (problems []string) {
 		bad("verify: %v %v", err, rep.Problems)
 	}
 	committed := int64(-1)
-	if offs, err := s.consumers.Offsets("g"); err == nil {
+	if offs, err := s.consumers().Offsets("g"); err == nil {
 		for _, o := range offs {
 			if o.Topic == ioTopic && o.ID == 0 {
 				committed = o.Offset

@@ -47,7 +47,7 @@ func (s *Store) Settle(ctx context.Context) error {
 		if err := s.settleRound(ctx); err != nil {
 			return err
 		}
-		if s.consumers.Idle() && s.settleMark() == mark {
+		if s.consumers().Idle() && s.settleMark() == mark {
 			return nil
 		}
 		// Something moved or a consumer is still busy: wait a little
@@ -70,10 +70,10 @@ func (s *Store) settleRound(ctx context.Context) error {
 	if err := s.WaitVisible(ctx); err != nil {
 		return err
 	}
-	if err := s.sched.Settle(ctx); err != nil {
+	if err := s.sched().Settle(ctx); err != nil {
 		return err
 	}
-	if err := s.timers.Settle(ctx); err != nil {
+	if err := s.timers().Settle(ctx); err != nil {
 		return err
 	}
 	return s.WaitVisible(ctx)
@@ -88,5 +88,5 @@ type settleMark struct {
 }
 
 func (s *Store) settleMark() settleMark {
-	return settleMark{end: s.log.WrotePosition(), activity: s.consumers.Activity()}
+	return settleMark{end: s.log.WrotePosition(), activity: s.consumers().Activity()}
 }

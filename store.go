@@ -12,11 +12,8 @@ import (
 	"sync/atomic"
 
 	"github.com/mqlite/mqlite/commitlog"
-	"github.com/mqlite/mqlite/consumer"
-	"github.com/mqlite/mqlite/delay"
 	"github.com/mqlite/mqlite/internal/errs"
 	"github.com/mqlite/mqlite/topic"
-	"github.com/mqlite/mqlite/txn"
 	"github.com/mqlite/mqlite/vfs"
 )
 
@@ -45,11 +42,8 @@ type Store struct {
 	lastNext    *topicNext // the entry of the last put's topic (nextOffsets)
 	lastStoreMs int64
 	topics      *topic.Registry
-	sched       *delay.Scheduler
-	timers      *delay.Timers
-	txn         *txn.Service
+	svc         atomic.Pointer[services] // replica_services.go
 	retry       retryPolicies
-	consumers   *consumer.Manager
 	guard       guard
 	metrics     metrics
 	hooks       storeHooks                             // Options.Hooks, wrapped to recover panics
@@ -152,10 +146,10 @@ func openStore(fs vfs.FS, dir string, opts *Options, rebuild bool) (*Store, erro
 		go s.retentionLoop()
 	}
 	if s.repl.servicesRunning() { // not on a replica (replica_promote.go)
-		s.sched.Start()
-		s.timers.Start()
+		s.sched().Start()
+		s.timers().Start()
 	}
-	if err := s.txn.Start(); err != nil {
+	if err := s.txn().Start(); err != nil {
 		s.Close()
 		return nil, err
 	}
@@ -216,17 +210,19 @@ func (s *Store) open() error {
 	if err := s.restoreTopics(cp.marks); err != nil {
 		return err
 	}
-	if err := s.openDelays(); err != nil {
+	sv := &services{}
+	s.svc.Store(sv)
+	if err := s.openDelays(sv); err != nil {
 		return err
 	}
-	if s.txn, err = s.newTxnService(); err != nil {
+	if sv.txn, err = s.newTxnService(s.repl.isReplica()); err != nil {
 		return err
 	}
-	if s.consumers, err = s.newConsumers(); err != nil {
+	if sv.consumers, err = s.newConsumers(s.repl.isReplica()); err != nil {
 		return err
 	}
 	// Before the first put: see ClampOffsets.
-	if err := s.consumers.ClampOffsets(); err != nil {
+	if err := sv.consumers.ClampOffsets(); err != nil {
 		return err
 	}
 	return s.finishDeletes()
@@ -307,15 +303,7 @@ func (s *Store) Close() error {
 			s.closeErr = s.closeReadOnly()
 			return
 		}
-		s.repl.close()
-		cErr := s.consumers.Close()
-		hErr := s.closeHandles()
-		txErr := s.txn.Close()
-		var schedErr error
-		if s.repl.servicesRunning() {
-			s.timers.Stop()
-			schedErr = s.sched.Stop()
-		}
+		errList := s.stopServices() // replication, consumers, handles, transactions, delays
 		s.stopGuard()
 		if s.retQuit != nil {
 			close(s.retQuit)
@@ -323,7 +311,6 @@ func (s *Store) Close() error {
 		}
 		close(s.cpQuit)
 		<-s.cpDone
-		errList := []error{cErr, hErr, txErr, schedErr}
 		s.dur.close()
 		errList = append(errList, s.disp.stop())
 		cp, cpErr := s.currentCheckpoint()

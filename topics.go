@@ -37,7 +37,7 @@ func (s *Store) changeTopics(op string, change func() error) error {
 	if err := change(); err != nil {
 		return err
 	}
-	s.consumers.TopicsChanged()
+	s.consumers().TopicsChanged()
 	return nil
 }
 
@@ -65,7 +65,7 @@ func (s *Store) queueCount(name string, auto int) (int, error) {
 	}
 	n, err := s.topics.Ensure(name, topic.Config{Queues: auto}, false)
 	if err == nil {
-		s.consumers.TopicsChanged() // a consumer may have subscribed before
+		s.consumers().TopicsChanged() // a consumer may have subscribed before
 	}
 	return n, err
 }

@@ -47,7 +47,7 @@ func (s *Store) NewTransactionProducer(checker TransactionChecker, opts Transact
 	if err := s.writable("new transaction producer"); err != nil {
 		return nil, err
 	}
-	p, err := txn.NewProducer(s.txn, checker, opts)
+	p, err := txn.NewProducer(s.txn(), checker, opts)
 	return registered(s, p, err)
 }
 
@@ -64,17 +64,19 @@ func (s *Store) CheckTransactions(ctx context.Context) error {
 	if err := s.WaitVisible(ctx); err != nil {
 		return err
 	}
-	return s.txn.CheckNow(ctx)
+	return s.txn().CheckNow(ctx)
 }
 
 // PendingTransactions is the number of half messages not yet resolved, as
 // of the last check-back round.
-func (s *Store) PendingTransactions() int { return s.txn.Pending() }
+func (s *Store) PendingTransactions() int { return s.txn().Pending() }
 
-func (s *Store) newTxnService() (*txn.Service, error) {
+// newTxnService makes the transaction service; readOnly for a read-only
+// store or a replica.
+func (s *Store) newTxnService(readOnly bool) (*txn.Service, error) {
 	return txn.NewService(txnHost{s}, txn.ServiceOptions{FS: s.fs, Dir: s.path(configDir), Clock: s.opts.Clock,
 		Logger: s.opts.Logger, CheckInterval: s.opts.TxCheckInterval, Timeout: s.opts.TxTimeout,
-		MaxChecks: s.opts.TxMaxChecks, ParkAfterMax: s.opts.TxParkAfterMax, ReadOnly: s.readOnly || s.repl.isReplica(), Seed: s.txnSeed()})
+		MaxChecks: s.opts.TxMaxChecks, ParkAfterMax: s.opts.TxParkAfterMax, ReadOnly: s.readOnly || readOnly, Seed: s.txnSeed()})
 }
 
 // txnHost is the store as the transaction service sees it (txn.Host).

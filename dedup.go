@@ -82,13 +82,11 @@ func newDedupWindow(window time.Duration, max int) *dedupWindow {
 	return &dedupWindow{window: window.Milliseconds(), max: max}
 }
 
+// dedupHash hashes (topic, id): the ID's hash, moved by a multiple of the
+// topic's, so that one ID in two topics hashes apart (two short hashes
+// cost less than one streamed over both).
 func dedupHash(topicName, id string) uint64 {
-	var d xxhash.Digest
-	d.Reset()
-	d.WriteString(topicName)
-	d.Write([]byte{0})
-	d.WriteString(id)
-	return d.Sum64()
+	return xxhash.Sum64String(id) + xxhash.Sum64String(topicName)*0x9e3779b97f4a7c15
 }
 
 // dedupTopic is the topic m's DedupID counts under, or "" when it counts
@@ -101,47 +99,76 @@ func dedupTopic(m *Message) string {
 	return m.Topic
 }
 
-// sendDedup is a send that checks the window first: a remembered ID
-// returns the first send's result, marked Duplicate; otherwise the send
-// stores m with append, which remembers the ID. Sends of the same ID wait
-// for each other, so exactly one of them stores. A half message (in
-// topic.Half) is checked against committed ones, but not remembered.
-func (s *Store) sendDedup(ctx context.Context, m *Message, store func() (PutResult, error)) (PutResult, error) {
-	w := s.dedup
+// dedupClaim is a send's DedupID on its way through appendChecked
+// (putCheck.claim): checked against the window once the message is
+// validated and stamped (claim), stored or answered, then remembered
+// (settle).
+type dedupClaim struct {
+	h    uint64
+	name string // the topic the ID counts under
+	id   string
+	keep bool // remember it once stored (a half message is only checked)
+}
+
+// newClaim prepares the dedup check of m, a send with a DedupID, in *c:
+// false when m's ID is checked nowhere (a store topic). With the claim in
+// its putCheck, appendChecked looks the ID up once m is validated and
+// stamped (a remembered ID returns the first send's result, marked
+// Duplicate, and stores nothing) and remembers it once stored. Sends of
+// the same ID wait for each other, so exactly one of them stores. A half
+// message (in topic.Half) is checked against committed ones, but not
+// remembered. The ID's table slot is fetched into the cache now, so that
+// the lookup after the validation rarely waits for memory.
+func (s *Store) newClaim(m *Message, c *dedupClaim) bool {
 	name := m.Topic
 	if name == topic.Half { // checked against committed sends, not remembered
 		name = m.Properties[message.PropRealTopic]
 	}
 	if name == "" || topic.IsSystem(name) {
-		return store()
+		return false
 	}
-	h := dedupHash(name, m.DedupID)
+	*c = dedupClaim{h: dedupHash(name, m.DedupID), name: name, id: m.DedupID, keep: name == dedupTopic(m)}
+	s.dedup.ids.prefetch(c.h)
+	return true
+}
+
+// claim checks c's ID for a send stamped nowMs (appendChecked, before the
+// append): a remembered ID returns the first send's result, dup true; a
+// send of the same ID in progress is waited for. Otherwise c is marked in
+// progress until settle.
+func (s *Store) claim(ctx context.Context, c *dedupClaim, nowMs int64) (res PutResult, dup bool, err error) {
+	w := s.dedup
 	w.mu.Lock()
 	for {
-		w.expire(s.nowMs())
-		if res, ok := w.lookup(s, h, name, m.DedupID); ok {
+		w.expire(nowMs)
+		if res, ok := w.lookup(s, c.h, c.name, c.id); ok {
 			w.stats.Duplicates++
 			w.mu.Unlock()
-			return res, nil
+			return res, true, nil
 		}
-		if !w.isBusy(h) {
+		if !w.isBusy(c.h) {
 			break
 		}
 		if err := w.await(ctx); err != nil {
-			return PutResult{}, err
+			return PutResult{}, false, err
 		}
 	}
-	w.busy = append(w.busy, h)
+	w.busy = append(w.busy, c.h)
 	w.mu.Unlock()
-	res, err := store()
+	return PutResult{}, false, nil
+}
+
+// settle ends a claimed send: remembers its ID when it stored (err nil)
+// and wakes the sends that wait for it.
+func (s *Store) settle(c *dedupClaim, res PutResult, err error) {
+	w := s.dedup
 	w.mu.Lock()
-	w.unbusy(h)
-	if err == nil && !res.Duplicate && name == dedupTopic(m) {
-		w.insert(h, name, m.DedupID, res.Offset, res.StoreTime.UnixMilli())
+	w.unbusy(c.h)
+	if err == nil && c.keep {
+		w.insert(c.h, c.name, c.id, res.Offset, res.StoreTime.UnixMilli())
 	}
 	w.release()
 	w.mu.Unlock()
-	return res, err
 }
 
 // await waits (w.mu held, released meanwhile) until a send in progress
@@ -205,8 +232,10 @@ func (w *dedupWindow) add(s *Store, h uint64, name, id string, off, ms int64) {
 	}
 }
 
-// insert adds an ID known to be absent.
+// insert adds an ID known to be absent, stored at ms: the IDs that are
+// older than the window at ms are forgotten first.
 func (w *dedupWindow) insert(h uint64, name, id string, off, ms int64) {
+	w.expire(ms)
 	if w.n == w.max {
 		w.stats.Evicted++
 		w.pop()
@@ -480,12 +509,14 @@ func (s *Store) rememberBatch(msgs []*Message, res []PutResult) {
 }
 
 // send is append for a sender: a message with a DedupID is checked
-// against the dedup window first.
+// against the dedup window (newClaim).
 func (s *Store) send(ctx context.Context, m *Message, queue int, sys, validated bool) (PutResult, error) {
-	if s.dedup == nil || m == nil || m.DedupID == "" {
-		return s.append(ctx, m, queue, sys, validated)
+	c := putCheck{sys: sys, validated: validated}
+	var claim dedupClaim
+	if s.dedup != nil && m != nil && m.DedupID != "" && s.newClaim(m, &claim) {
+		c.claim = &claim
 	}
-	return s.sendDedup(ctx, m, func() (PutResult, error) { return s.append(ctx, m, queue, sys, validated) })
+	return s.appendChecked(ctx, m, queue, c)
 }
 
 // sendBatch is appendBatch for a sender, checked against the window.
@@ -503,8 +534,10 @@ func (s *Store) dedupStats() DedupStats {
 	if w == nil {
 		return DedupStats{}
 	}
+	now := s.nowMs()
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	w.expire(now)
 	st := w.stats
 	st.IDs = w.n
 	return st

@@ -2,7 +2,9 @@ package mqlite
 
 import (
 	"math/rand/v2"
+	"strconv"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -49,4 +51,34 @@ func TestIDTableMatchesAMap(t *testing.T) {
 	_, ok := tab.get(1<<60, head, next)
 	require.False(t, ok)
 	require.Less(t, len(tab.slots), 1<<14, "sweeps keep the table near its live size")
+}
+
+// BenchmarkDedupWindow: the window's own cost for a new ID (hash, lookup,
+// insert, the oldest forgotten) with 1 M IDs remembered, no store.
+func BenchmarkDedupWindow(b *testing.B) {
+	const window = 1 << 20
+	w := newDedupWindow(time.Hour, window)
+	var buf []byte
+	id := func(i int) string {
+		buf = strconv.AppendInt(append(buf[:0], "order-"...), int64(i), 10)
+		return string(buf)
+	}
+	ms := int64(1)
+	for i := range window {
+		k := id(i)
+		w.insert(dedupHash("bench", k), "bench", k, int64(i)*256, ms)
+	}
+	b.ResetTimer()
+	for i := range b.N {
+		k := id(window + i)
+		h := dedupHash("bench", k)
+		w.mu.Lock()
+		if _, ok := w.lookup(nil, h, "bench", k); ok {
+			b.Fatal("new ID found")
+		}
+		w.mu.Unlock()
+		w.mu.Lock()
+		w.insert(h, "bench", k, int64(window+i)*256, ms)
+		w.mu.Unlock()
+	}
 }

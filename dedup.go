@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/cespare/xxhash/v2"
 	"github.com/mqlite/mqlite/commitlog"
@@ -41,11 +42,12 @@ const DefaultDedupWindow = 2 * time.Minute
 // DefaultDedupMaxIDs bounds the remembered DedupIDs by default.
 const DefaultDedupMaxIDs = 1 << 18
 
-// dedupRef is one remembered ID in arrival order.
+// dedupRef is one remembered ID in arrival order: the CommitLog offset of
+// its message, complemented (negative) when the ID is kept in the extra
+// map instead of the table, and its store time.
 type dedupRef struct {
-	hash uint64
-	off  int64
-	ms   int64 // store time
+	off int64
+	ms  int64
 }
 
 // dedupWindow is the store's dedup window. Its lock is taken by senders
@@ -127,7 +129,8 @@ func (s *Store) newClaim(m *Message, c *dedupClaim) bool {
 	if name == "" || topic.IsSystem(name) {
 		return false
 	}
-	*c = dedupClaim{h: dedupHash(name, m.DedupID), name: name, id: m.DedupID, keep: name == dedupTopic(m)}
+	keep := name == m.Topic && m.SysFlag&message.SysTxTypeMask != message.SysTxPrepared // dedupTopic(m) == name
+	*c = dedupClaim{h: dedupHash(name, m.DedupID), name: name, id: m.DedupID, keep: keep}
 	s.dedup.ids.prefetch(c.h)
 	return true
 }
@@ -166,6 +169,9 @@ func (s *Store) settle(c *dedupClaim, res PutResult, err error) {
 	w.unbusy(c.h)
 	if err == nil && c.keep {
 		w.insert(c.h, c.name, c.id, res.Offset, res.StoreTime.UnixMilli())
+		if w.n < len(w.ring) { // the next send's entry, a line the cache has long lost
+			prefetch(unsafe.Pointer(&w.ring[w.at(w.n)]))
+		}
 	}
 	w.release()
 	w.mu.Unlock()
@@ -245,7 +251,7 @@ func (w *dedupWindow) insert(h uint64, name, id string, off, ms int64) {
 			w.extra = map[string]int64{}
 		}
 		w.extra[name+"\x00"+id] = off
-		h = 0 // the ring entry forgets through extra's scan
+		off = ^off // the ring entry forgets through extra's scan
 	} else {
 		w.ids.put(h, w.seq+uint64(w.n), w.seq, w.seq+uint64(w.n))
 	}
@@ -255,25 +261,33 @@ func (w *dedupWindow) insert(h uint64, name, id string, off, ms int64) {
 		copy(grown[k:], w.ring[:w.head])
 		w.ring, w.head = grown, 0
 	}
-	w.ring[(w.head+w.n)%len(w.ring)] = dedupRef{hash: h, off: off, ms: ms}
+	w.ring[w.at(w.n)] = dedupRef{off: off, ms: ms}
 	w.n++
+}
+
+// at is the ring index of the entry i places after the oldest (i at most
+// len(w.ring)).
+func (w *dedupWindow) at(i int) int {
+	if j := w.head + i; j < len(w.ring) {
+		return j
+	}
+	return w.head + i - len(w.ring)
 }
 
 // pop forgets the oldest ID: its table entry is dead from now on (see
 // idTable), and goes when a probe or a sweep meets it.
 func (w *dedupWindow) pop() {
-	if r := w.ring[w.head]; r.hash == 0 {
-		w.forgetExtra(r.off)
+	if r := w.ring[w.head]; r.off < 0 {
+		w.forgetExtra(^r.off)
 	}
-	w.ring[w.head] = dedupRef{}
-	w.head = (w.head + 1) % len(w.ring)
+	w.head = w.at(1)
 	w.n--
 	w.seq++
 }
 
 // slot is the ring index of a live seq.
 func (w *dedupWindow) slot(seq uint64) int {
-	return (w.head + int(seq-w.seq)) % len(w.ring)
+	return w.at(int(seq - w.seq))
 }
 
 // expire forgets IDs older than the window.

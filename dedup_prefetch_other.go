@@ -2,6 +2,8 @@
 
 package mqlite
 
-// prefetchSlot does nothing where the store has no prefetch instruction
-// at hand: the lookup then waits for the slot as it comes.
-func prefetchSlot(*idSlot) {}
+import "unsafe"
+
+// prefetch does nothing where the store has no prefetch instruction at
+// hand: the lookups then wait for their lines as they come.
+func prefetch(unsafe.Pointer) {}

@@ -1,6 +1,9 @@
 package mqlite
 
-import "sync/atomic"
+import (
+	"sync/atomic"
+	"unsafe"
+)
 
 // idTable maps the hashes of (topic, DedupID) to the arrival number (seq)
 // of the send that carried them; the window's ring holds, by seq, the
@@ -35,7 +38,7 @@ func tableHash(h uint64) uint64 { return max(h, 1) }
 func (t *idTable) prefetch(h uint64) {
 	if p := t.shown.Load(); p != nil {
 		slots := *p
-		prefetchSlot(&slots[tableHash(h)&uint64(len(slots)-1)])
+		prefetch(unsafe.Pointer(&slots[tableHash(h)&uint64(len(slots)-1)]))
 	}
 }
 

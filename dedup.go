@@ -37,10 +37,10 @@ import (
 // BenchmarkPutDedup measures (B/id).
 //
 // The cost of a send with an ID is one random access into the table (for
-// a new ID, the common case): the slot is prefetched when the send
-// begins (newClaim) and looked up once the message is validated and
-// stamped, just before the CommitLog append (claim), with the put's own
-// timestamp to expire the window; settle remembers it. Nothing else is
+// a new ID, the common case): the slot is prefetched once the send is
+// stamped (newRoutedJob) and looked up once the message is validated,
+// just before the CommitLog append (claim), with the put's own timestamp
+// to expire the window; settle remembers it. Nothing else is
 // done to forget an ID: the ring's head moves on, and the table's entry
 // is dead from then on (idTable's sweeps).
 
@@ -128,8 +128,9 @@ type dedupClaim struct {
 // Duplicate, and stores nothing) and remembers it once stored. Sends of
 // the same ID wait for each other, so exactly one of them stores. A half
 // message (in topic.Half) is checked against committed ones, but not
-// remembered. The ID's table slot is fetched into the cache now, so that
-// the lookup after the validation rarely waits for memory.
+// remembered. newRoutedJob prefetches the ID's table slot once it has
+// read the clock (a clock read waits for the instructions before it), so
+// that the validation runs while the slot's line comes.
 func (s *Store) newClaim(m *Message, c *dedupClaim) bool {
 	name := m.Topic
 	if name == topic.Half { // checked against committed sends, not remembered
@@ -140,7 +141,6 @@ func (s *Store) newClaim(m *Message, c *dedupClaim) bool {
 	}
 	keep := name == m.Topic && m.SysFlag&message.SysTxTypeMask != message.SysTxPrepared // dedupTopic(m) == name
 	*c = dedupClaim{h: dedupHash(name, m.DedupID), name: name, id: m.DedupID, keep: keep}
-	s.dedup.ids.prefetch(c.h)
 	return true
 }
 

@@ -173,6 +173,9 @@ type putCheck struct {
 // that topic's).
 func (s *Store) newRoutedJob(m *Message, queue int, c putCheck, route *message.Reroute) (*putJob, error) {
 	nowMs := s.nowMs()
+	if c.claim != nil {
+		s.dedup.ids.prefetch(c.claim.h) // looked up after the validation (claim)
+	}
 	if err := s.checkPut(m, queue, c, route, nowMs); err != nil {
 		return nil, err
 	}

@@ -423,7 +423,7 @@ func (s *Store) dedupScanStart(cutoff int64) int64 {
 	return s.log.MinOffset()
 }
 
-// sendBatchDedup is sendDedup for a batch: the messages whose IDs are
+// sendBatchDedup is the dedup check for a batch: the messages whose IDs are
 // remembered (or repeat an earlier message of the batch) are answered
 // with their first send's result; the others are stored by store as one
 // batch. It waits while another send of one of its IDs is in progress,

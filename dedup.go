@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/cespare/xxhash/v2"
 	"github.com/mqlite/mqlite/commitlog"
@@ -30,9 +31,18 @@ import (
 // commit whose ID another send stored) only add what is not there, so the
 // window after a restart equals the one before.
 //
-// An entry costs a slot of the ID table (hash and arrival number; see
-// idTable) and its place in the arrival ring: about 56 bytes, which
+// An entry costs its place in the arrival ring (16 bytes) and the slots
+// of the ID table (hash and arrival number, 16 bytes; see idTable) that
+// it takes, 1.5 to 3 of them: 48 bytes at a power-of-two count, which
 // BenchmarkPutDedup measures (B/id).
+//
+// The cost of a send with an ID is one random access into the table (for
+// a new ID, the common case): the slot is prefetched once the send is
+// stamped (newRoutedJob) and looked up once the message is validated,
+// just before the CommitLog append (claim), with the put's own timestamp
+// to expire the window; settle remembers it. Nothing else is
+// done to forget an ID: the ring's head moves on, and the table's entry
+// is dead from then on (idTable's sweeps).
 
 // DefaultDedupWindow is how long a DedupID is remembered by default, as
 // JetStream's default duplicate window.
@@ -41,11 +51,12 @@ const DefaultDedupWindow = 2 * time.Minute
 // DefaultDedupMaxIDs bounds the remembered DedupIDs by default.
 const DefaultDedupMaxIDs = 1 << 18
 
-// dedupRef is one remembered ID in arrival order.
+// dedupRef is one remembered ID in arrival order: the CommitLog offset of
+// its message, complemented (negative) when the ID is kept in the extra
+// map instead of the table, and its store time.
 type dedupRef struct {
-	hash uint64
-	off  int64
-	ms   int64 // store time
+	off int64
+	ms  int64
 }
 
 // dedupWindow is the store's dedup window. Its lock is taken by senders
@@ -82,13 +93,11 @@ func newDedupWindow(window time.Duration, max int) *dedupWindow {
 	return &dedupWindow{window: window.Milliseconds(), max: max}
 }
 
+// dedupHash hashes (topic, id): the ID's hash, moved by a multiple of the
+// topic's, so that one ID in two topics hashes apart (two short hashes
+// cost less than one streamed over both).
 func dedupHash(topicName, id string) uint64 {
-	var d xxhash.Digest
-	d.Reset()
-	d.WriteString(topicName)
-	d.Write([]byte{0})
-	d.WriteString(id)
-	return d.Sum64()
+	return xxhash.Sum64String(id) + xxhash.Sum64String(topicName)*0x9e3779b97f4a7c15
 }
 
 // dedupTopic is the topic m's DedupID counts under, or "" when it counts
@@ -101,47 +110,80 @@ func dedupTopic(m *Message) string {
 	return m.Topic
 }
 
-// sendDedup is a send that checks the window first: a remembered ID
-// returns the first send's result, marked Duplicate; otherwise the send
-// stores m with append, which remembers the ID. Sends of the same ID wait
-// for each other, so exactly one of them stores. A half message (in
-// topic.Half) is checked against committed ones, but not remembered.
-func (s *Store) sendDedup(ctx context.Context, m *Message, store func() (PutResult, error)) (PutResult, error) {
-	w := s.dedup
+// dedupClaim is a send's DedupID on its way through appendChecked
+// (putCheck.claim): checked against the window once the message is
+// validated and stamped (claim), stored or answered, then remembered
+// (settle).
+type dedupClaim struct {
+	h    uint64
+	name string // the topic the ID counts under
+	id   string
+	keep bool // remember it once stored (a half message is only checked)
+}
+
+// newClaim prepares the dedup check of m, a send with a DedupID, in *c:
+// false when m's ID is checked nowhere (a store topic). With the claim in
+// its putCheck, appendChecked looks the ID up once m is validated and
+// stamped (a remembered ID returns the first send's result, marked
+// Duplicate, and stores nothing) and remembers it once stored. Sends of
+// the same ID wait for each other, so exactly one of them stores. A half
+// message (in topic.Half) is checked against committed ones, but not
+// remembered. newRoutedJob prefetches the ID's table slot once it has
+// read the clock (a clock read waits for the instructions before it), so
+// that the validation runs while the slot's line comes.
+func (s *Store) newClaim(m *Message, c *dedupClaim) bool {
 	name := m.Topic
 	if name == topic.Half { // checked against committed sends, not remembered
 		name = m.Properties[message.PropRealTopic]
 	}
 	if name == "" || topic.IsSystem(name) {
-		return store()
+		return false
 	}
-	h := dedupHash(name, m.DedupID)
+	keep := name == m.Topic && m.SysFlag&message.SysTxTypeMask != message.SysTxPrepared // dedupTopic(m) == name
+	*c = dedupClaim{h: dedupHash(name, m.DedupID), name: name, id: m.DedupID, keep: keep}
+	return true
+}
+
+// claim checks c's ID for a send stamped nowMs (appendChecked, before the
+// append): a remembered ID returns the first send's result, dup true; a
+// send of the same ID in progress is waited for. Otherwise c is marked in
+// progress until settle.
+func (s *Store) claim(ctx context.Context, c *dedupClaim, nowMs int64) (res PutResult, dup bool, err error) {
+	w := s.dedup
 	w.mu.Lock()
 	for {
-		w.expire(s.nowMs())
-		if res, ok := w.lookup(s, h, name, m.DedupID); ok {
+		w.expire(nowMs)
+		if res, ok := w.lookup(s, c.h, c.name, c.id); ok {
 			w.stats.Duplicates++
 			w.mu.Unlock()
-			return res, nil
+			return res, true, nil
 		}
-		if !w.isBusy(h) {
+		if !w.isBusy(c.h) {
 			break
 		}
 		if err := w.await(ctx); err != nil {
-			return PutResult{}, err
+			return PutResult{}, false, err
 		}
 	}
-	w.busy = append(w.busy, h)
+	w.busy = append(w.busy, c.h)
 	w.mu.Unlock()
-	res, err := store()
+	return PutResult{}, false, nil
+}
+
+// settle ends a claimed send: remembers its ID when it stored (err nil)
+// and wakes the sends that wait for it.
+func (s *Store) settle(c *dedupClaim, res PutResult, err error) {
+	w := s.dedup
 	w.mu.Lock()
-	w.unbusy(h)
-	if err == nil && !res.Duplicate && name == dedupTopic(m) {
-		w.insert(h, name, m.DedupID, res.Offset, res.StoreTime.UnixMilli())
+	w.unbusy(c.h)
+	if err == nil && c.keep {
+		w.insert(c.h, c.name, c.id, res.Offset, res.StoreTime.UnixMilli())
+		if w.n < len(w.ring) { // the next send's entry, a line the cache has long lost
+			prefetch(unsafe.Pointer(&w.ring[w.at(w.n)]))
+		}
 	}
 	w.release()
 	w.mu.Unlock()
-	return res, err
 }
 
 // await waits (w.mu held, released meanwhile) until a send in progress
@@ -205,8 +247,10 @@ func (w *dedupWindow) add(s *Store, h uint64, name, id string, off, ms int64) {
 	}
 }
 
-// insert adds an ID known to be absent.
+// insert adds an ID known to be absent, stored at ms: the IDs that are
+// older than the window at ms are forgotten first.
 func (w *dedupWindow) insert(h uint64, name, id string, off, ms int64) {
+	w.expire(ms)
 	if w.n == w.max {
 		w.stats.Evicted++
 		w.pop()
@@ -216,7 +260,7 @@ func (w *dedupWindow) insert(h uint64, name, id string, off, ms int64) {
 			w.extra = map[string]int64{}
 		}
 		w.extra[name+"\x00"+id] = off
-		h = 0 // the ring entry forgets through extra's scan
+		off = ^off // the ring entry forgets through extra's scan
 	} else {
 		w.ids.put(h, w.seq+uint64(w.n), w.seq, w.seq+uint64(w.n))
 	}
@@ -226,25 +270,33 @@ func (w *dedupWindow) insert(h uint64, name, id string, off, ms int64) {
 		copy(grown[k:], w.ring[:w.head])
 		w.ring, w.head = grown, 0
 	}
-	w.ring[(w.head+w.n)%len(w.ring)] = dedupRef{hash: h, off: off, ms: ms}
+	w.ring[w.at(w.n)] = dedupRef{off: off, ms: ms}
 	w.n++
+}
+
+// at is the ring index of the entry i places after the oldest (i at most
+// len(w.ring)).
+func (w *dedupWindow) at(i int) int {
+	if j := w.head + i; j < len(w.ring) {
+		return j
+	}
+	return w.head + i - len(w.ring)
 }
 
 // pop forgets the oldest ID: its table entry is dead from now on (see
 // idTable), and goes when a probe or a sweep meets it.
 func (w *dedupWindow) pop() {
-	if r := w.ring[w.head]; r.hash == 0 {
-		w.forgetExtra(r.off)
+	if r := w.ring[w.head]; r.off < 0 {
+		w.forgetExtra(^r.off)
 	}
-	w.ring[w.head] = dedupRef{}
-	w.head = (w.head + 1) % len(w.ring)
+	w.head = w.at(1)
 	w.n--
 	w.seq++
 }
 
 // slot is the ring index of a live seq.
 func (w *dedupWindow) slot(seq uint64) int {
-	return (w.head + int(seq-w.seq)) % len(w.ring)
+	return w.at(int(seq - w.seq))
 }
 
 // expire forgets IDs older than the window.
@@ -371,7 +423,7 @@ func (s *Store) dedupScanStart(cutoff int64) int64 {
 	return s.log.MinOffset()
 }
 
-// sendBatchDedup is sendDedup for a batch: the messages whose IDs are
+// sendBatchDedup is the dedup check for a batch: the messages whose IDs are
 // remembered (or repeat an earlier message of the batch) are answered
 // with their first send's result; the others are stored by store as one
 // batch. It waits while another send of one of its IDs is in progress,
@@ -480,12 +532,14 @@ func (s *Store) rememberBatch(msgs []*Message, res []PutResult) {
 }
 
 // send is append for a sender: a message with a DedupID is checked
-// against the dedup window first.
+// against the dedup window (newClaim).
 func (s *Store) send(ctx context.Context, m *Message, queue int, sys, validated bool) (PutResult, error) {
-	if s.dedup == nil || m == nil || m.DedupID == "" {
-		return s.append(ctx, m, queue, sys, validated)
+	c := putCheck{sys: sys, validated: validated}
+	var claim dedupClaim
+	if s.dedup != nil && m != nil && m.DedupID != "" && s.newClaim(m, &claim) {
+		c.claim = &claim
 	}
-	return s.sendDedup(ctx, m, func() (PutResult, error) { return s.append(ctx, m, queue, sys, validated) })
+	return s.appendChecked(ctx, m, queue, c)
 }
 
 // sendBatch is appendBatch for a sender, checked against the window.
@@ -503,8 +557,10 @@ func (s *Store) dedupStats() DedupStats {
 	if w == nil {
 		return DedupStats{}
 	}
+	now := s.nowMs()
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	w.expire(now)
 	st := w.stats
 	st.IDs = w.n
 	return st

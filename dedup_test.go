@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -294,4 +295,45 @@ func TestDedupBadInput(t *testing.T) {
 	_, err = s.Put(cctx, &Message{Topic: "t", Body: []byte("x"), DedupID: "z"}, 0)
 	require.True(t, errors.Is(err, context.Canceled))
 	require.Equal(t, map[string]int{"a": 1}, queueIDs(t, s, "t"))
+}
+
+// A send whose append fails after its ID was checked stores nothing and
+// remembers nothing: a send of the same ID waiting for it, or coming
+// after, stores it.
+func TestDedupFailedAppendReleasesTheID(t *testing.T) {
+	ctx := context.Background()
+	ffs := vfs.NewFaulty(vfs.NewMem())
+	s := dedupStore(t, ffs, clock.NewFake(t0), &Options{SegmentSize: 64 << 10})
+	body := make([]byte, 1000)
+	var fails int
+	for i := 0; fails == 0 && i < 1000; i++ {
+		// Fail every new CommitLog segment: the append that needs one fails.
+		ffs.SetInjector(func(op vfs.Op, path string) error {
+			if (op == vfs.OpOpen || op == vfs.OpAllocate || op == vfs.OpTruncate) && strings.Contains(path, "commitlog") {
+				return errors.New("injected")
+			}
+			return nil
+		})
+		id := fmt.Sprintf("id-%d", i)
+		_, err := s.Put(ctx, &Message{Topic: "t", Body: body, DedupID: id}, 0)
+		ffs.SetInjector(nil)
+		if err == nil {
+			continue
+		}
+		fails++
+		require.Equal(t, 0, queueIDs(t, s, "t")[id], "the failed send stored nothing")
+		wctx, cancel := context.WithTimeout(ctx, 10*time.Second) // a claim left behind: the send waits for it
+		r, err := s.Put(wctx, &Message{Topic: "t", Body: body, DedupID: id}, 0)
+		cancel()
+		if err != nil {
+			require.NotErrorIs(t, err, context.DeadlineExceeded, "the failed send's claim was left behind")
+			t.Skipf("the store stays failed after an append error (%v): nothing more to check", err)
+		}
+		require.False(t, r.Duplicate, "the failed send was not remembered")
+		again, err := s.Put(ctx, &Message{Topic: "t", Body: body, DedupID: id}, 0)
+		require.NoError(t, err)
+		require.True(t, again.Duplicate)
+		require.Equal(t, r.Offset, again.Offset)
+	}
+	require.Equal(t, 1, fails, "a segment switch failed one append")
 }

@@ -76,12 +76,11 @@ func (p producerStore) Send(ctx context.Context, m *message.Message, o *producer
 		return message.PutResult{}, err
 	}
 	c := putCheck{validated: true, resolved: true}
-	var res message.PutResult
-	if p.s.dedup != nil && out.DedupID != "" {
-		res, err = p.s.sendDedup(ctx, out, func() (PutResult, error) { return p.s.appendChecked(ctx, out, queue, c) })
-	} else {
-		res, err = p.s.appendChecked(ctx, out, queue, c)
+	var claim dedupClaim
+	if p.s.dedup != nil && out.DedupID != "" && p.s.newClaim(out, &claim) {
+		c.claim = &claim
 	}
+	res, err := p.s.appendChecked(ctx, out, queue, c)
 	if err != nil {
 		return message.PutResult{}, err
 	}

@@ -164,6 +164,8 @@ type putCheck struct {
 	sys       bool // the store's own put: its system topics allowed (only those that exist)
 	validated bool // m passed message.Validate
 	resolved  bool // m's topic was resolved and queue is one of its queues (a producer picked it)
+
+	claim *dedupClaim // m's DedupID, checked once m is stamped (dedup.go)
 }
 
 // newRoutedJob validates m (unless c says the caller did) and prepares a
@@ -171,6 +173,9 @@ type putCheck struct {
 // that topic's).
 func (s *Store) newRoutedJob(m *Message, queue int, c putCheck, route *message.Reroute) (*putJob, error) {
 	nowMs := s.nowMs()
+	if c.claim != nil {
+		s.dedup.ids.prefetch(c.claim.h) // looked up after the validation (claim)
+	}
 	if err := s.checkPut(m, queue, c, route, nowMs); err != nil {
 		return nil, err
 	}
@@ -316,16 +321,28 @@ func (s *Store) appendChecked(ctx context.Context, m *Message, queue int, c putC
 	if err != nil {
 		return PutResult{}, err
 	}
+	if c.claim != nil {
+		if res, dup, err := s.claim(ctx, c.claim, j.nowMs); dup || err != nil {
+			s.releaseJob(j)
+			return res, err
+		}
+	}
 	off, err := s.log.Append(j)
 	if err != nil {
 		s.releaseJob(j)
+		if c.claim != nil {
+			s.settle(c.claim, PutResult{}, err)
+		}
 		return PutResult{}, err
 	}
 	res := s.result(j, off)
+	if c.claim != nil {
+		s.settle(c.claim, res, nil)
+	}
 	s.stored(j.m, j.topic(), res)
 	s.releaseJob(j)
 	s.metrics.puts.Add(1)
-	if s.dedup != nil && m.DedupID != "" {
+	if s.dedup != nil && m.DedupID != "" && c.claim == nil {
 		if name := dedupTopic(m); name != "" {
 			s.remember(name, m.DedupID, res.Offset, res.StoreTime.UnixMilli())
 		}

@@ -192,7 +192,7 @@ func New(st Appender, opts Options) (*Producer, error) {
 	}
 	if opts.Group != "" {
 		if err := message.ValidateTopic(opts.Group, message.MaxTopicLen); err != nil {
-			problems = append(problems, fmt.Errorf("Group: %w", err))
+			problems = append(problems, fmt.Errorf("producer group %q: %w", opts.Group, err))
 		}
 	}
 	if len(problems) > 0 {

@@ -118,8 +118,12 @@ func (h *faultyFile) SyncPrewrite() error {
 		return err
 	}
 	for _, r := range ranges {
-		live := liveRange(h.File, r[0], r[1])
+		// The range is read under the lock a Mapping.Sync copies under:
+		// read before it, a record written and synced through the
+		// mapping in between would be overwritten in the image by the
+		// zeros read before it was written.
 		h.fs.mu.Lock()
+		live := liveRange(h.File, r[0], r[1])
 		nd := h.n
 		if end := r[0] + int64(len(live)); int64(len(nd.durable)) < end {
 			nd.durable = append(nd.durable, make([]byte, end-int64(len(nd.durable)))...)

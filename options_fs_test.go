@@ -90,7 +90,9 @@ func TestOptionsFSPowerLoss(t *testing.T) {
 		p := []float64{0, 0.3, 1}[seed%3]
 		t.Run(fmt.Sprintf("seed%d_p%.1f", seed, p), func(t *testing.T) {
 			faulty := vfs.NewFaulty(vfs.NewMem())
-			opts := &mqlite.Options{FS: faulty, Flush: mqlite.FlushSync, SegmentSize: 64 << 10}
+			// A loaded machine may hold a sync past the default 1 s of
+			// flow control; this test is about what survives power loss.
+			opts := &mqlite.Options{FS: faulty, Flush: mqlite.FlushSync, SegmentSize: 64 << 10, FlowControlThreshold: time.Minute}
 			s, err := mqlite.Open("/pl", opts)
 			require.NoError(t, err)
 			acked := fsPut(t, s, 0, 200+int(seed)*37) // rolls segments

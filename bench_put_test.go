@@ -91,36 +91,66 @@ func BenchmarkPut(b *testing.B) {
 			b.Run(fmt.Sprintf("sync/%dB/g%d", size, g), func(b *testing.B) { benchPut(b, FlushSync, size, g) })
 		}
 	}
-	b.Run("async/128B/batch100", func(b *testing.B) { benchPutBatch(b, 100) })
-	b.Run("async/128B/batch1000", func(b *testing.B) { benchPutBatch(b, 1000) })
+	b.Run("async/128B/batch100", func(b *testing.B) { benchPutBatch(b, 128, 100, 1, false) })
+	for _, size := range []int{128, 4 << 10} {
+		for _, g := range []int{1, 16} {
+			name := fmt.Sprintf("async/%dB/batch1000", size)
+			if g > 1 {
+				name += fmt.Sprintf("/g%d", g)
+			}
+			b.Run(name, func(b *testing.B) { benchPutBatch(b, size, 1000, g, false) })
+			b.Run(name+"/into", func(b *testing.B) { benchPutBatch(b, size, 1000, g, true) })
+		}
+	}
 }
 
-// benchPutBatch: one goroutine, PutBatch of n 128-byte messages
-// (FlushAsync); b.N counts messages. The time includes waiting until the
-// dispatcher has made every message visible (msgs/s); sent-msgs/s is the
-// rate until the last PutBatch returned, which is what the single-Put
-// rows measure.
-func benchPutBatch(b *testing.B, n int) {
+// benchPutBatch: g goroutines, PutBatch of n messages of size bytes
+// (FlushAsync), each to its own queue; b.N counts messages. The time
+// includes waiting until the dispatcher has made every message visible
+// (msgs/s); sent-msgs/s is the rate until the last PutBatch returned,
+// which is what the single-Put rows (and the harness) measure. into:
+// PutBatchInto, each goroutine passing its last results back in.
+func benchPutBatch(b *testing.B, size, n, g int, into bool) {
 	s, err := Open(filepath.Join(b.TempDir(), "store"), &Options{SegmentSize: 256 << 20})
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer s.Close()
-	batch := make([]*Message, n)
-	for i := range batch {
-		batch[i] = &Message{Topic: "bench", Body: make([]byte, 128)}
-	}
+	body := make([]byte, size)
 	ctx := context.Background()
+	send := func(q, count int) {
+		batch := make([]*Message, n)
+		for i := range batch {
+			batch[i] = &Message{Topic: "bench", Body: body}
+		}
+		var res []PutResult
+		for i := 0; i < count; i += len(batch) {
+			k := min(len(batch), count-i)
+			var err error
+			if into {
+				res, err = s.PutBatchInto(ctx, batch[:k], q, res)
+			} else {
+				_, err = s.PutBatch(ctx, batch[:k], q)
+			}
+			if err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	}
 	b.ReportAllocs()
 	kc := startKernelCost()
 	b.ResetTimer()
 	start := time.Now()
-	for i := 0; i < b.N; i += len(batch) {
-		n := min(len(batch), b.N-i)
-		if _, err := s.PutBatch(ctx, batch[:n], i/len(batch)%4); err != nil {
-			b.Fatal(err)
+	var wg sync.WaitGroup
+	for i := range g {
+		count := b.N / g
+		if i < b.N%g {
+			count++
 		}
+		wg.Go(func() { send(i%4, count) })
 	}
+	wg.Wait()
 	sent := time.Since(start) // what BenchmarkPut's single-Put rows time
 	if err := s.WaitVisible(ctx); err != nil {
 		b.Fatal(err)

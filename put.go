@@ -395,6 +395,12 @@ func (s *Store) putBatch(ctx context.Context, msgs []*Message, queue int) ([]Put
 }
 
 func (s *Store) appendBatch(ctx context.Context, msgs []*Message, queue int, validated bool) ([]PutResult, error) {
+	return s.appendBatchInto(ctx, msgs, queue, validated, nil)
+}
+
+// appendBatchInto is appendBatch writing the results into dst when it has
+// room for them (PutBatchInto).
+func (s *Store) appendBatchInto(ctx context.Context, msgs []*Message, queue int, validated bool, dst []PutResult) ([]PutResult, error) {
 	if s.closed.Load() {
 		return nil, errs.ErrClosed
 	}
@@ -416,11 +422,13 @@ func (s *Store) appendBatch(ctx context.Context, msgs []*Message, queue int, val
 	if err != nil {
 		return nil, err
 	}
-	res := make([]PutResult, len(msgs))
+	res := resultsFor(dst, len(msgs))
 	off := first
 	for i := range b.jobs {
 		j := &b.jobs[i]
-		s.resultInto(&res[i], j, off) // batched jobs are never routed
+		// Batched jobs are never routed; dst may hold a reused result.
+		s.resultInto(&res[i], j, off)
+		res[i].Delayed, res[i].Duplicate = false, false
 		s.stored(j.m, j.topic(), res[i])
 		off += int64(res[i].Size)
 	}

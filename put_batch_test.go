@@ -62,3 +62,73 @@ func TestPutBatchReusesNoStateAcrossBatches(t *testing.T) {
 	require.Equal(t, "y", string(ms[6].Body))
 	require.Equal(t, second[1].UniqKey(), ms[6].UniqKey)
 }
+
+// TestPutBatchIntoReusesTheResults: PutBatchInto writes the results into
+// the slice passed in when it has room (the same memory, every field
+// overwritten, flags of a reused result cleared), allocates when it has
+// not, and stores and reads back like PutBatch.
+func TestPutBatchIntoReusesTheResults(t *testing.T) {
+	ctx := context.Background()
+	s := memStore(t, Options{})
+	batch := []*Message{
+		{Topic: "t", Body: []byte("a")},
+		{Topic: "t", Body: []byte("b"), UniqKey: "own-key"},
+		{Topic: "t", Body: []byte("c")},
+	}
+	small := make([]PutResult, 1)
+	rs, err := s.PutBatchInto(ctx, batch, 1, small)
+	require.NoError(t, err)
+	require.Len(t, rs, 3)
+	require.NotSame(t, &small[0], &rs[0], "too small: a new slice")
+
+	dst := make([]PutResult, 4)
+	dst[0].Duplicate, dst[1].Delayed = true, true
+	again, err := s.PutBatchInto(ctx, batch, 1, dst)
+	require.NoError(t, err)
+	require.Len(t, again, 3)
+	require.Same(t, &dst[0], &again[0], "the results are in dst's memory")
+	for i, r := range again {
+		require.False(t, r.Duplicate || r.Delayed, "result %d: a reused result's flags are cleared", i)
+		require.Equal(t, int64(3+i), r.QueueOffset)
+		require.Equal(t, 1, r.QueueID)
+		require.Equal(t, rs[i].End()+rs[2].End()-rs[0].Offset, r.End(), "result %d: stored right after the first batch", i)
+	}
+	require.Equal(t, "own-key", again[1].UniqKey())
+	require.NotEqual(t, rs[0].UniqKey(), again[0].UniqKey(), "a generated key is the new message's")
+	got, err := s.ReadQueue(ctx, "t", 1, 3, 10)
+	require.NoError(t, err)
+	require.Len(t, got, 3)
+	for i, m := range got {
+		require.Equal(t, batch[i].Body, m.Body)
+		require.Equal(t, again[i].MsgID(), m.MsgID)
+		require.Equal(t, again[i].UniqKey(), m.UniqKey)
+	}
+
+	_, err = s.PutBatchInto(ctx, nil, 1, dst)
+	require.ErrorIs(t, err, ErrInvalidArgument, "an empty batch")
+	before := s.log.WrotePosition()
+	_, err = s.PutBatchInto(ctx, []*Message{{Topic: "t", Body: []byte("x")}, {Topic: ""}}, 1, dst)
+	require.ErrorIs(t, err, ErrInvalidArgument, "an invalid message")
+	require.Equal(t, before, s.log.WrotePosition(), "nothing stored")
+	var nilStore *Store
+	_, err = nilStore.PutBatchInto(ctx, batch, 0, dst)
+	require.Error(t, err)
+}
+
+// TestPutBatchIntoWithDedupIDs: a batch with DedupIDs goes through
+// PutBatch's dedup check; the results land in dst all the same.
+func TestPutBatchIntoWithDedupIDs(t *testing.T) {
+	ctx := context.Background()
+	s := memStore(t, Options{})
+	batch := []*Message{
+		{Topic: "t", Body: []byte("a"), DedupID: "1"},
+		{Topic: "t", Body: []byte("b"), DedupID: "1"},
+	}
+	dst := make([]PutResult, 2)
+	rs, err := s.PutBatchInto(ctx, batch, 0, dst)
+	require.NoError(t, err)
+	require.Same(t, &dst[0], &rs[0])
+	require.False(t, rs[0].Duplicate)
+	require.True(t, rs[1].Duplicate)
+	require.Equal(t, rs[0].Offset, rs[1].Offset)
+}

@@ -27,7 +27,7 @@ func (mqliteSystem) Durability(p Params) string {
 	}
 	call := "Put per message"
 	if p.Batch > 1 {
-		call = fmt.Sprintf("PutBatch of %d", p.Batch)
+		call = fmt.Sprintf("PutBatchInto of %d (results reused)", p.Batch)
 	}
 	if p.Sync && p.Reader == ReaderUncommitted {
 		return fmt.Sprintf("FlushSync (group commit, fdatasync before ack; readers see records before their sync: ReadUncommitted); %s; %s", call, seg)
@@ -83,7 +83,8 @@ func openMqlite(p Params, o *mqlite.Options) (Queue, error) {
 		s.Close()
 		return nil, err
 	}
-	q := &mqliteQueue{s: s, reader: p.Reader, msgs: make([][]*mqlite.Message, max(p.Producers, 1))}
+	q := &mqliteQueue{s: s, reader: p.Reader, msgs: make([][]*mqlite.Message, max(p.Producers, 1)),
+		results: make([][]mqlite.PutResult, max(p.Producers, 1))}
 	for i := range q.msgs {
 		q.msgs[i] = make([]*mqlite.Message, max(p.Batch, 1))
 		for j := range q.msgs[i] {
@@ -97,6 +98,9 @@ type mqliteQueue struct {
 	s      *mqlite.Store
 	reader string              // Params.Reader: what NewConsumer returns
 	msgs   [][]*mqlite.Message // per producer, reused across sends
+	// results are each producer's last batch results, passed back to
+	// PutBatchInto, so that a batch allocates no results.
+	results [][]mqlite.PutResult
 }
 
 func (q *mqliteQueue) Send(producer int, bodies [][]byte) error {
@@ -108,7 +112,7 @@ func (q *mqliteQueue) Send(producer int, bodies [][]byte) error {
 	if len(ms) == 1 {
 		_, err = q.s.Put(context.Background(), ms[0], producer)
 	} else {
-		_, err = q.s.PutBatch(context.Background(), ms, producer)
+		q.results[producer], err = q.s.PutBatchInto(context.Background(), ms, producer, q.results[producer])
 	}
 	return err
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"slices"
 	"os"
 	"sync"
 	"time"
@@ -143,6 +144,10 @@ func ExampleStore_NewPushConsumer() {
 	if err := c.Shutdown(ctx); err != nil { // drains the handlers, commits
 		log.Fatal(err)
 	}
+	// The handler runs on several goroutines (ConsumerOptions.Goroutines,
+	// 20 by default), so deliveries may finish in any order;
+	// ConsumerOptions.Orderly keeps each queue's order.
+	slices.Sort(got)
 	fmt.Println(got)
 	lag, err := s.ConsumerLag("billing")
 	if err != nil {

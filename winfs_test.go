@@ -25,9 +25,14 @@ func TestStrictMapFSLifecycle(t *testing.T) {
 			fs := vfs.NewStrictMapFS(c.inner)
 			clk := clock.NewFake(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
 			opts := &Options{Clock: clk, SegmentSize: 64 << 10, Retention: 2 * time.Hour,
-				ConsumeQueueEntries: 64, IndexEntries: 256, IndexSlots: 64, DeleteHour: farHour()}
+				// The fake clock runs from 12:00 to 21:00: the store's own
+				// retention pass, at DeleteHour, must not run before the
+				// test's CleanExpired (farHour is far from the real clock).
+				ConsumeQueueEntries: 64, IndexEntries: 256, IndexSlots: 64, DeleteHour: 3}
 			s, err := openFS(fs, c.dir, opts)
 			require.NoError(t, err)
+			first := s
+			defer first.Close() // a failure below leaves no store running
 			require.NoError(t, s.CreateTopic("ret", TopicConfig{Queues: 1}))
 			pc, err := s.NewPullConsumer("g", ConsumerOptions{ConsumeFromWhere: ConsumeFromFirstOffset})
 			require.NoError(t, err)

@@ -276,7 +276,13 @@ func (sd *sender) chunk(s *Store, next, end int64, max int) (int64, error) {
 	}
 	frameLen := frameHeader + len(out)
 	b := sd.buf[:frameLen]
-	putFrameHeader(b, frame{kind: frameChunk, offset: next, primaryEnd: end}, b[frameHeader:])
+	// ReadRaw reads to the log's end as it is now, which may lie past
+	// end (read before): the primary's end is at least what is sent.
+	primaryEnd := end
+	if n > primaryEnd {
+		primaryEnd = n
+	}
+	putFrameHeader(b, frame{kind: frameChunk, offset: next, primaryEnd: primaryEnd}, b[frameHeader:])
 	if sd.bw.Buffered() > 0 {
 		if err := sd.bw.Flush(); err != nil {
 			return next, fmt.Errorf("mqlite: serve replica: send: %w", err)

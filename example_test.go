@@ -5,8 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log"
-	"slices"
 	"os"
+	"slices"
 	"sync"
 	"time"
 

@@ -261,23 +261,7 @@ func BenchmarkReplicationProcSync16(b *testing.B) {
 	body := make([]byte, 128)
 	acks0 := p.Replicas()[0].Acks
 	b.ResetTimer()
-	var wg sync.WaitGroup
-	for g := range senders {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			ctx := context.Background()
-			for i := g; i < b.N; i += senders {
-				t := time.Now()
-				if _, err := p.Put(ctx, &Message{Topic: "bench", Body: body}, g%4); err != nil {
-					b.Error(err)
-					return
-				}
-				lat[g] = append(lat[g], time.Since(t))
-			}
-		}()
-	}
-	wg.Wait()
+	sendTimed(b, p, body, lat)
 	b.StopTimer()
 	acks := p.Replicas()[0].Acks - acks0
 	round = (round + rr.rtt()) / 2

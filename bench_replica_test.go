@@ -138,23 +138,7 @@ func BenchmarkReplicationSync16(b *testing.B) {
 	body := make([]byte, 128)
 	acks0 := p.Replicas()[0].Acks
 	b.ResetTimer()
-	var wg sync.WaitGroup
-	for g := range senders {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			ctx := context.Background()
-			for i := g; i < b.N; i += senders {
-				t := time.Now()
-				if _, err := p.Put(ctx, &Message{Topic: "bench", Body: body}, g%4); err != nil {
-					b.Error(err)
-					return
-				}
-				lat[g] = append(lat[g], time.Since(t))
-			}
-		}()
-	}
-	wg.Wait()
+	sendTimed(b, p, body, lat)
 	b.StopTimer()
 	all := slices.Concat(lat...)
 	slices.Sort(all)
@@ -204,4 +188,28 @@ func BenchmarkReplication4KiB(b *testing.B) {
 	b.ReportMetric(float64(n)/took.Seconds()/1e6, "repl-MB/s")
 	b.ReportMetric(float64(n)/copyTook.Seconds()/1e6, "tcp-MB/s")
 	b.ReportMetric(copyTook.Seconds()/took.Seconds(), "of-tcp")
+}
+
+// sendTimed has len(lat) goroutines put b.N messages of body into p
+// between them (goroutine g on queue g%4), each recording the time of
+// its puts in lat[g].
+func sendTimed(b *testing.B, p *Store, body []byte, lat [][]time.Duration) {
+	senders := len(lat)
+	var wg sync.WaitGroup
+	for g := range senders {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx := context.Background()
+			for i := g; i < b.N; i += senders {
+				t := time.Now()
+				if _, err := p.Put(ctx, &Message{Topic: "bench", Body: body}, g%4); err != nil {
+					b.Error(err)
+					return
+				}
+				lat[g] = append(lat[g], time.Since(t))
+			}
+		}()
+	}
+	wg.Wait()
 }

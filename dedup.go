@@ -563,8 +563,14 @@ func (s *Store) send(ctx context.Context, m *Message, queue int, sys, validated 
 
 // sendBatch is appendBatch for a sender, checked against the window.
 func (s *Store) sendBatch(ctx context.Context, msgs []*Message, queue int, validated bool) ([]PutResult, error) {
+	return s.sendBatchInto(ctx, msgs, queue, validated, nil)
+}
+
+// sendBatchInto is sendBatch with the results in dst's memory when it has
+// room and no message carries a DedupID.
+func (s *Store) sendBatchInto(ctx context.Context, msgs []*Message, queue int, validated bool, dst []PutResult) ([]PutResult, error) {
 	if s.dedup == nil || !anyDedupID(msgs) {
-		return s.appendBatch(ctx, msgs, queue, validated)
+		return s.appendBatchInto(ctx, msgs, queue, validated, dst)
 	}
 	return s.sendBatchDedup(ctx, msgs, func(keep []*Message) ([]PutResult, error) {
 		return s.appendBatch(ctx, keep, queue, validated)

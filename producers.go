@@ -17,6 +17,7 @@ import (
 //	Send(ctx context.Context, m *Message) (SendResult, error)
 //	SendAsync(ctx context.Context, m *Message, cb func(SendResult, error)) error
 //	SendBatch(ctx context.Context, msgs []*Message) ([]SendResult, error)
+//	SendBatchInto(ctx context.Context, msgs []*Message, dst []SendResult) ([]SendResult, error)
 //	SendOneway(m *Message) error
 //	Request(ctx context.Context, m *Message) (*MessageExt, error)   // see Store.Reply
 //	RequestAsync(ctx context.Context, m *Message, cb func(*MessageExt, error)) error
@@ -96,6 +97,12 @@ func (p producerStore) Send(ctx context.Context, m *message.Message, o *producer
 // SendBatch checks msgs, resolves their topic, picks their queue and
 // appends them as one, then waits until they are durable.
 func (p producerStore) SendBatch(ctx context.Context, msgs []*message.Message, o *producer.Options, pick *producer.Picker) ([]message.PutResult, error) {
+	return p.SendBatchInto(ctx, msgs, o, pick, nil)
+}
+
+// SendBatchInto is SendBatch with its results in dst's memory when it has
+// room (Producer.SendBatchInto).
+func (p producerStore) SendBatchInto(ctx context.Context, msgs []*message.Message, o *producer.Options, pick *producer.Picker, dst []message.PutResult) ([]message.PutResult, error) {
 	if err := producer.CheckBatch(msgs, o, p.Validate); err != nil {
 		return nil, err
 	}
@@ -103,7 +110,7 @@ func (p producerStore) SendBatch(ctx context.Context, msgs []*message.Message, o
 	if err != nil {
 		return nil, err
 	}
-	rs, err := p.s.sendBatch(ctx, msgs, queue, true)
+	rs, err := p.s.sendBatchInto(ctx, msgs, queue, true, dst)
 	if err != nil {
 		return nil, err
 	}

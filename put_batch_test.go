@@ -132,3 +132,53 @@ func TestPutBatchIntoWithDedupIDs(t *testing.T) {
 	require.True(t, rs[1].Duplicate)
 	require.Equal(t, rs[0].Offset, rs[1].Offset)
 }
+
+// TestProducerSendBatchIntoReusesTheResults: the producer's batch send
+// writes its results into the caller's slice and, once warm, allocates
+// nothing a batch for them; too small a slice gets a new one; bad input
+// stores nothing.
+func TestProducerSendBatchIntoReusesTheResults(t *testing.T) {
+	ctx := context.Background()
+	s := memStore(t, Options{})
+	p, err := s.NewProducer(ProducerOptions{AutoCreateQueues: 1})
+	require.NoError(t, err)
+	batch := make([]*Message, 100)
+	for i := range batch {
+		batch[i] = &Message{Topic: "t", Body: []byte{byte(i)}}
+	}
+	small := make([]SendResult, 1)
+	rs, err := p.SendBatchInto(ctx, batch, small)
+	require.NoError(t, err)
+	require.Len(t, rs, 100)
+	require.NotSame(t, &small[0], &rs[0], "too small: a new slice")
+
+	dst := make([]SendResult, 100)
+	dst[0].Status = FlushDiskTimeout
+	again, err := p.SendBatchInto(ctx, batch, dst)
+	require.NoError(t, err)
+	require.Same(t, &dst[0], &again[0], "the results are in dst's memory")
+	for i, r := range again {
+		require.Equal(t, SendOK, r.Status, "result %d", i)
+		require.Equal(t, "t", r.Topic)
+		require.Equal(t, int64(100+i), r.QueueOffset)
+	}
+	perBatch := testing.AllocsPerRun(20, func() {
+		if _, err := p.SendBatchInto(ctx, batch, dst); err != nil {
+			t.Fatal(err)
+		}
+	})
+	plain := testing.AllocsPerRun(20, func() {
+		if _, err := p.SendBatch(ctx, batch); err != nil {
+			t.Fatal(err)
+		}
+	})
+	require.Less(t, perBatch, plain, "SendBatchInto allocates no results (%.0f allocs against %.0f)", perBatch, plain)
+
+	before := s.log.WrotePosition()
+	_, err = p.SendBatchInto(ctx, []*Message{{Topic: "t", Body: []byte("x")}, {Topic: ""}}, dst)
+	require.ErrorIs(t, err, ErrInvalidArgument, "an invalid message")
+	require.Equal(t, before, s.log.WrotePosition(), "nothing stored")
+	var nilProducer *Producer
+	_, err = nilProducer.SendBatchInto(ctx, batch, dst)
+	require.Error(t, err)
+}

@@ -3,6 +3,7 @@ package producer
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	"github.com/mqlite/mqlite/internal/errs"
 	"github.com/mqlite/mqlite/message"
@@ -24,13 +25,31 @@ func (p *Producer) SendBatch(ctx context.Context, msgs []*message.Message) ([]Se
 		return nil, errs.NilReceiver("producer.Producer")
 	}
 	if p.opts.Hooks.Sends() {
-		return p.sendBatchHooked(ctx, msgs)
+		return p.sendBatchHooked(ctx, msgs, nil)
 	}
-	return p.sendBatch(ctx, msgs)
+	return p.sendBatch(ctx, msgs, nil)
 }
 
-// sendBatch is SendBatch without hooks.
-func (p *Producer) sendBatch(ctx context.Context, msgs []*message.Message) ([]SendResult, error) {
+// SendBatchInto is SendBatch returning the results in dst's memory when
+// cap(dst) >= len(msgs) (as dst[:len(msgs)], overwritten), else in a
+// new slice: a sender that passes the previous batch's results back in
+// allocates nothing per batch (on a store whose sink writes into the
+// caller's memory, as the root package's does), which spares the
+// garbage collector a result per message. The results must not be used
+// after being passed in again.
+func (p *Producer) SendBatchInto(ctx context.Context, msgs []*message.Message, dst []SendResult) ([]SendResult, error) {
+	if p == nil {
+		return nil, errs.NilReceiver("producer.Producer")
+	}
+	if p.opts.Hooks.Sends() {
+		return p.sendBatchHooked(ctx, msgs, dst)
+	}
+	return p.sendBatch(ctx, msgs, dst)
+}
+
+// sendBatch is SendBatch without hooks, its results in dst when it has
+// room.
+func (p *Producer) sendBatch(ctx context.Context, msgs []*message.Message, dst []SendResult) ([]SendResult, error) {
 	if err := errs.CheckContext(ctx, "mqlite/producer: send batch"); err != nil {
 		return nil, err
 	}
@@ -40,7 +59,15 @@ func (p *Producer) sendBatch(ctx context.Context, msgs []*message.Message) ([]Se
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	rs, err := p.sink.SendBatch(ctx, msgs, &p.opts, &p.picker)
+	send := func() ([]message.PutResult, error) { return p.sink.SendBatch(ctx, msgs, &p.opts, &p.picker) }
+	if into, ok := p.sink.(BatchIntoSink); ok && cap(dst) > 0 {
+		scratch := putScratch(cap(dst))
+		defer batchScratch.Put(scratch)
+		send = func() ([]message.PutResult, error) {
+			return into.SendBatchInto(ctx, msgs, &p.opts, &p.picker, *scratch)
+		}
+	}
+	rs, err := send()
 	for attempt := 1; ; attempt++ {
 		var last message.PutResult
 		if len(rs) > 0 {
@@ -51,7 +78,7 @@ func (p *Producer) sendBatch(ctx context.Context, msgs []*message.Message) ([]Se
 			break
 		}
 		if redo {
-			rs, err = p.sink.SendBatch(ctx, msgs, &p.opts, &p.picker)
+			rs, err = send()
 		} else {
 			err = p.st.AwaitDurable(ctx, last.End())
 		}
@@ -59,9 +86,29 @@ func (p *Producer) sendBatch(ctx context.Context, msgs []*message.Message) ([]Se
 	if len(rs) == 0 || !stored(rs[0]) {
 		return nil, err
 	}
-	out := make([]SendResult, len(rs))
+	out := dst[:0]
+	if cap(dst) < len(rs) {
+		out = make([]SendResult, len(rs))
+	}
+	out = out[:len(rs)]
 	for i, r := range rs {
 		out[i], _ = finish(SendResult{Topic: msgs[0].Topic, PutResult: r}, err)
 	}
 	return out, err
+}
+
+// batchScratch holds the PutResults of batch sends into the caller's
+// memory (SendBatchInto) between sends: *[]message.PutResult.
+var batchScratch sync.Pool
+
+// putScratch returns a scratch of room for n PutResults, from the pool.
+func putScratch(n int) *[]message.PutResult {
+	sp, _ := batchScratch.Get().(*[]message.PutResult)
+	if sp == nil {
+		sp = new([]message.PutResult)
+	}
+	if cap(*sp) < n {
+		*sp = make([]message.PutResult, n)
+	}
+	return sp
 }

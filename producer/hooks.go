@@ -28,7 +28,7 @@ func (p *Producer) store(ctx context.Context, m *message.Message, w Wait) (SendR
 
 // sendBatchHooked is sendBatch with BeforeSend run for every message in
 // order, then AfterSend for every message.
-func (p *Producer) sendBatchHooked(ctx context.Context, msgs []*message.Message) ([]SendResult, error) {
-	return hook.AroundBatch(&p.opts.Hooks, ctx, msgs, func() ([]SendResult, error) { return p.sendBatch(ctx, msgs) },
+func (p *Producer) sendBatchHooked(ctx context.Context, msgs []*message.Message, dst []SendResult) ([]SendResult, error) {
+	return hook.AroundBatch(&p.opts.Hooks, ctx, msgs, func() ([]SendResult, error) { return p.sendBatch(ctx, msgs, dst) },
 		func(r SendResult) message.PutResult { return r.PutResult })
 }

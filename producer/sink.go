@@ -39,6 +39,14 @@ type Sink interface {
 	SendBatch(ctx context.Context, msgs []*message.Message, o *Options, pick *Picker) ([]message.PutResult, error)
 }
 
+// BatchIntoSink is a Sink whose batch send can write its results into
+// the caller's memory: SendBatch, with the results in dst[:len(msgs)]
+// when cap(dst) allows (else in a new slice). SendBatchInto uses it to
+// allocate nothing per batch.
+type BatchIntoSink interface {
+	SendBatchInto(ctx context.Context, msgs []*message.Message, o *Options, pick *Picker, dst []message.PutResult) ([]message.PutResult, error)
+}
+
 // CheckSize checks m's body against o.MaxMessageSize (0: no limit of the
 // producer's own).
 func CheckSize(m *message.Message, o *Options) error {

@@ -176,9 +176,7 @@ func readResult(j Job, out string, cmd *exec.Cmd, runErr error, stderr *tailBuff
 		return Result{Job: j, Err: msg}
 	}
 	if cmd != nil && cmd.ProcessState != nil && r.PeakRSS == 0 {
-		if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
-			r.PeakRSS = ru.Maxrss << 10
-		}
+		r.PeakRSS = maxRSS(cmd.ProcessState)
 	}
 	return r
 }

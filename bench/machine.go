@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"syscall"
 	"time"
 )
 
@@ -33,23 +32,6 @@ func runLimits(j Job) (r Result, err error) {
 		r.Limits = append(r.Limits, l)
 	}
 	return r, nil
-}
-
-// mapFile creates a file of n bytes (fallocated) and maps it.
-func mapFile(path string, n int64) ([]byte, func() error, error) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR|os.O_TRUNC, 0o644)
-	if err != nil {
-		return nil, nil, err
-	}
-	defer f.Close()
-	if err := syscall.Fallocate(int(f.Fd()), 0, 0, n); err != nil {
-		return nil, nil, err
-	}
-	b, err := syscall.Mmap(int(f.Fd()), 0, int(n), syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_SHARED)
-	if err != nil {
-		return nil, nil, err
-	}
-	return b, func() error { return syscall.Munmap(b) }, nil
 }
 
 // probeMapTouch times the first write to each page of a fresh mapping of
@@ -114,7 +96,7 @@ func probeSeqWrite(j Job) (Limit, error) {
 			return l, err
 		}
 	}
-	if err := syscall.Fdatasync(int(f.Fd())); err != nil {
+	if err := fdatasync(f); err != nil {
 		return l, err
 	}
 	l.MBPerSec = float64(j.WriteBytes) / time.Since(start).Seconds() / 1e6
@@ -152,7 +134,7 @@ func probeFsync(overwrite bool) func(Job) (Limit, error) {
 			if _, err := f.WriteAt(page, int64(i)*pageSize); err != nil {
 				return l, err
 			}
-			if err := syscall.Fdatasync(int(f.Fd())); err != nil {
+			if err := fdatasync(f); err != nil {
 				return l, err
 			}
 			h.Record(time.Since(t))

@@ -5,7 +5,6 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
-	"syscall"
 	"time"
 )
 
@@ -79,7 +78,7 @@ func preWritten(path string, n int64) (*os.File, error) {
 			return nil, err
 		}
 	}
-	if err := syscall.Fdatasync(int(f.Fd())); err != nil {
+	if err := fdatasync(f); err != nil {
 		f.Close()
 		return nil, err
 	}
@@ -132,7 +131,7 @@ func (g *groupProbe) syncer(size int) {
 		g.mu.Unlock()
 		_, err := g.f.WriteAt(out, at)
 		if err == nil {
-			err = syscall.Fdatasync(int(g.f.Fd()))
+			err = fdatasync(g.f)
 		}
 		g.mu.Lock()
 		g.n++

@@ -48,6 +48,9 @@ type Manager struct {
 	done    chan struct{}
 
 	activity atomic.Uint64 // see Activity
+
+	stepMu    sync.Mutex    // held by Step (ManagerOptions.Stepped); Close waits for it
+	memberSeq atomic.Uint64 // creation order of members, for Step
 }
 
 // NewManager loads the group configs and committed offsets from o.Dir
@@ -341,6 +344,8 @@ func (mg *Manager) Close() error {
 	}
 	close(mg.quit)
 	<-mg.done
+	mg.stepMu.Lock() // a Step still running sees the members closed and returns
+	mg.stepMu.Unlock()
 	if !mg.o.ReadOnly {
 		errList = append(errList, mg.persistOffsets(), mg.saveGroups())
 	}

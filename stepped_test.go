@@ -371,3 +371,41 @@ func TestSteppedConsumersWaitForSettle(t *testing.T) {
 	require.NoError(t, s.Settle(ctx))
 	require.Equal(t, []string{"0@0", "0@1", "0@2", "1@0", "1@1", "1@2", "2@0", "2@1", "2@2"}, got)
 }
+
+// TestSteppedDelaysInFixedOrder: messages of two delay levels and the
+// timer service falling due at the same instant are written by one
+// Settle in a fixed order: the levels ascending, then the timers.
+func TestSteppedDelaysInFixedOrder(t *testing.T) {
+	ctx := context.Background()
+	clk := clock.NewFake(t0)
+	s, err := Open("stepped", smallFiles(&Options{InMemory: true, Clock: clk, Stepped: true, Seed: 1,
+		DelayLevels: []time.Duration{time.Second, 5 * time.Second}}))
+	require.NoError(t, err)
+	defer func() { require.NoError(t, s.Close()) }()
+	require.NoError(t, s.CreateTopic("d", TopicConfig{Queues: 1}))
+	p, err := s.NewProducer(ProducerOptions{})
+	require.NoError(t, err)
+	send := func(body string, level int, at time.Time) {
+		_, err := p.Send(ctx, &Message{Topic: "d", Body: []byte(body), DelayLevel: level, DeliverAt: at})
+		require.NoError(t, err)
+	}
+	due := clk.Now().Add(5 * time.Second)
+	send("timer", 0, due)
+	send("level2", 2, time.Time{})
+	require.NoError(t, s.Settle(ctx))
+	clk.Advance(4 * time.Second)
+	send("level1", 1, time.Time{})
+	require.NoError(t, s.Settle(ctx))
+	n, err := s.MaxOffset("d", 0)
+	require.NoError(t, err)
+	require.Zero(t, n, "delivered before due")
+	clk.Advance(time.Second)
+	require.NoError(t, s.Settle(ctx))
+	ms, err := s.ReadQueue(ctx, "d", 0, 0, 10)
+	require.NoError(t, err)
+	var got []string
+	for _, m := range ms {
+		got = append(got, string(m.Body))
+	}
+	require.Equal(t, []string{"level1", "level2", "timer"}, got)
+}

@@ -23,7 +23,9 @@ import (
 // Lock order: member.startMu or member.pauseMu (never both), then group.rebalanceMu, Manager.mu,
 // group.mu, member.mu, pq.mu; persistMu comes after group.mu (an offset
 // reset persists holding it); offsetTable.mu and the work queue's and
-// delayer's mutexes are leaves.
+// delayer's mutexes are leaves. Stepped mode (stepped.go): Manager.stepMu,
+// then member.stepMu, come after member.startMu (a shutdown holding it
+// waits for member.stepMu) and before every other lock.
 type Manager struct {
 	st      Source
 	o       ManagerOptions

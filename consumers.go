@@ -181,7 +181,7 @@ func (s *Store) SetRetryPolicy(group string, p RetryPolicy) error {
 func (s *Store) newConsumers(readOnly bool) (*consumer.Manager, error) {
 	return consumer.NewManager(consumerSource{s}, consumer.ManagerOptions{FS: s.fs, Dir: s.path(configDir),
 		Clock: s.opts.Clock, Logger: s.opts.Logger, ParseFilter: parseFilter, PersistInterval: s.opts.OffsetPersistInterval,
-		ReadOnly: s.readOnly || readOnly})
+		ReadOnly: s.readOnly || readOnly, Stepped: s.opts.Stepped})
 }
 
 func parseFilter(typ, expr string) (consumer.Filter, error) {

@@ -43,7 +43,7 @@ func (s *Store) openDelays(sv *services) error {
 // persisted progress (Open, and a replica's Promote).
 func (s *Store) newDelays() (*delay.Scheduler, *delay.Timers, error) {
 	cfg := delay.Config{FS: s.fs, ConfigDir: s.path(configDir), TimerDir: s.path(timerDir), Levels: s.opts.DelayLevels,
-		Clock: s.opts.Clock, Logger: s.opts.Logger, Kicked: s.disp.scheduled}
+		Clock: s.opts.Clock, Logger: s.opts.Logger, Kicked: s.disp.scheduled, Stepped: s.opts.Stepped}
 	sched, err := delay.NewScheduler(delayHost{s}, cfg)
 	if err != nil {
 		return nil, nil, err

@@ -233,6 +233,35 @@
 //     very slow machine can see ErrFlowControl where another does not.
 //     Latencies in Stats.Throughput are real-clock measurements.
 //
+// Options.Stepped lifts the first four rules: the store's background work
+// then runs only inside Settle, on the caller's goroutine, in a fixed
+// order. Push consumers start no fetch or handler goroutines (however
+// many ConsumerOptions.Goroutines say); each round of Settle runs the
+// delay levels' due messages (levels ascending, each in queue order), the
+// timer service's (by due time, then CommitLog order), then every
+// consumer in creation order: its queues in (topic, queue ID) order,
+// each fetched to its end (as far as flow control allows) and, for a push
+// consumer, handed to the handler batch by batch in offset order (an
+// orderly queue the same way, suspending on a failure), each result
+// applied (ack, send-back to the retry topic or the dead-letter queue,
+// local redelivery) before the next call. Rounds repeat until one changes
+// nothing. A transaction check-back round runs at the start of a Settle
+// once TxCheckInterval has passed on the clock since the last (and
+// whenever CheckTransactions is called), never on a ticker. So a script
+// may send to several queues, run many handler goroutines, keep several
+// retries and delayed messages in flight and skip Settles, and two runs
+// still give the same history event for event: message IDs, queues,
+// offsets, deliveries in one global order with their reconsume counts,
+// retry times, dead letters and committed offsets.
+// TestSteppedDeterministicRuns checks it. What stays with the scheduler
+// under Stepped: SendAsync callbacks (their interleaving with the
+// script), sends from several goroutines at once, anything the real
+// clock measures (flow control, Stats latencies), and retention passes,
+// which run on the clock's ticks beside the script. Consumers do nothing
+// between Settles: a pull consumer's Poll returns what the last Settle
+// fetched, and a handler runs on the goroutine that called Settle. Stepped
+// needs a clock.Fake; it is meant for tests, never for production.
+//
 // The CommitLog's end at Open is part of the seed, so a store reopened
 // with the same seed does not repeat the unique keys and transaction IDs
 // of its previous run (and the same runs still repeat exactly). Two

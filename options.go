@@ -232,12 +232,27 @@ type Options struct {
 	// writes falling due together (two retries, a retry and a delayed
 	// message), periodic transaction check-backs, SendAsync callbacks and
 	// concurrent sends, and what the real clock measures (flow control).
-	// The CommitLog's end at Open is mixed in, so a reopened store does
-	// not repeat its previous run's keys; two stores with the same seed
-	// and history generate the same unique keys: use it for tests, never
-	// for stores whose messages meet. 0 (the default): random, as
-	// RocketMQ.
+	// Stepped lifts the first four. The CommitLog's end at Open is mixed
+	// in, so a reopened store does not repeat its previous run's keys;
+	// two stores with the same seed and history generate the same unique
+	// keys: use it for tests, never for stores whose messages meet. 0 (the
+	// default): random, as RocketMQ.
 	Seed int64
+	// Stepped, for tests and harnesses only, runs the store's background
+	// work on Settle's goroutine instead of its own, in a fixed order, so
+	// that with Seed and a clock.Fake the same script gives the same
+	// history whatever the Go scheduler does: push consumers start no
+	// fetch or handler goroutines (ConsumerOptions.Goroutines does not
+	// matter: one handler call at a time), the delay levels and the timer
+	// service deliver only from Settle, and transaction check-back rounds
+	// run only from Settle (once TxCheckInterval has passed on the clock
+	// since the last) and CheckTransactions. Between Settles consumers do
+	// nothing: a pull consumer's Poll returns what the last Settle
+	// fetched, and a blocking Poll waits for the next Settle. See Settle
+	// for the order and "Deterministic runs" in the package documentation
+	// for what remains scheduler-dependent. It needs Clock to be a
+	// *clock.Fake (ErrInvalidArgument otherwise).
+	Stepped bool
 	// Role makes the store a primary (the default) or a replica of one;
 	// Replication configures both sides. See replication.go.
 	Role        Role
@@ -405,6 +420,9 @@ func (o *Options) withDefaults() (Options, error) {
 		problems = append(problems, fmt.Errorf("FileMode %v: want permission bits only, with owner read and write", c.FileMode))
 	}
 	problems = append(problems, c.Replication.fill(c.Role, c.ReadOnly)...)
+	if _, fake := c.Clock.(*clock.Fake); c.Stepped && !fake {
+		problems = append(problems, fmt.Errorf("Stepped needs a *clock.Fake as Clock (got %T): on a running clock nothing would step the work due", c.Clock))
+	}
 	if c.Clock == nil {
 		c.Clock = clock.Real
 	}

@@ -28,6 +28,19 @@ import (
 // a deadline. Between its checks Settle waits briefly on the real clock
 // (10 µs growing to 1 ms) for the store's goroutines to run; it never
 // waits on Options.Clock.
+//
+// With Options.Stepped, Settle does that work itself, on the caller's
+// goroutine, in a fixed order: first a transaction check-back round if
+// TxCheckInterval has passed on the clock since the last one, then
+// rounds of: the delay levels' due messages (levels ascending, each in
+// queue order), the timer service's (by due time, then CommitLog order),
+// then every consumer in creation order (see consumer.Manager.Step: its
+// queues in topic and queue ID order, fetched, and for a push consumer
+// the handler called batch by batch in offset order, each result applied
+// before the next call), until a round stores, fetches and consumes
+// nothing. It never sleeps; one Settle runs at a time, and a Close meanwhile
+// cancels the running handler's ctx and waits for Settle to return
+// (ErrClosed).
 func (s *Store) Settle(ctx context.Context) error {
 	if err := s.enter(ctx, "settle"); err != nil {
 		return err
@@ -40,6 +53,9 @@ func (s *Store) Settle(ctx context.Context) error {
 	}
 	if s.repl.isReplica() {
 		return s.WaitVisible(ctx) // no delay or timer pass runs before Promote
+	}
+	if s.opts.Stepped {
+		return s.settleStepped(ctx)
 	}
 	var pause time.Duration
 	for {

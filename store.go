@@ -35,6 +35,8 @@ type Store struct {
 	disp *dispatcher
 	dur  durability // the flush mode: group commit or periodic flusher
 
+	stepMu sync.Mutex // Options.Stepped: one Settle at a time (settle_stepped.go)
+
 	// queues holds each topic's next offset per queue id. It is read and
 	// written only inside commitlog's append lock (EncodePayload) and
 	// during Open, like the fields after it.

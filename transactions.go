@@ -76,7 +76,8 @@ func (s *Store) PendingTransactions() int { return s.txn().Pending() }
 func (s *Store) newTxnService(readOnly bool) (*txn.Service, error) {
 	return txn.NewService(txnHost{s}, txn.ServiceOptions{FS: s.fs, Dir: s.path(configDir), Clock: s.opts.Clock,
 		Logger: s.opts.Logger, CheckInterval: s.opts.TxCheckInterval, Timeout: s.opts.TxTimeout,
-		MaxChecks: s.opts.TxMaxChecks, ParkAfterMax: s.opts.TxParkAfterMax, ReadOnly: s.readOnly || readOnly, Seed: s.txnSeed()})
+		MaxChecks: s.opts.TxMaxChecks, ParkAfterMax: s.opts.TxParkAfterMax, ReadOnly: s.readOnly || readOnly, Seed: s.txnSeed(),
+		Stepped: s.opts.Stepped})
 }
 
 // txnHost is the store as the transaction service sees it (txn.Host).

@@ -23,7 +23,9 @@ import (
 // Lock order: member.startMu or member.pauseMu (never both), then group.rebalanceMu, Manager.mu,
 // group.mu, member.mu, pq.mu; persistMu comes after group.mu (an offset
 // reset persists holding it); offsetTable.mu and the work queue's and
-// delayer's mutexes are leaves.
+// delayer's mutexes are leaves. Stepped mode (stepped.go): Manager.stepMu,
+// then member.stepMu, come after member.startMu (a shutdown holding it
+// waits for member.stepMu) and before every other lock.
 type Manager struct {
 	st      Source
 	o       ManagerOptions
@@ -48,6 +50,9 @@ type Manager struct {
 	done    chan struct{}
 
 	activity atomic.Uint64 // see Activity
+
+	stepMu    sync.Mutex    // held by Step (ManagerOptions.Stepped); Close waits for it
+	memberSeq atomic.Uint64 // creation order of members, for Step
 }
 
 // NewManager loads the group configs and committed offsets from o.Dir
@@ -341,6 +346,8 @@ func (mg *Manager) Close() error {
 	}
 	close(mg.quit)
 	<-mg.done
+	mg.stepMu.Lock() // a Step still running sees the members closed and returns
+	mg.stepMu.Unlock()
 	if !mg.o.ReadOnly {
 		errList = append(errList, mg.persistOffsets(), mg.saveGroups())
 	}

@@ -118,6 +118,12 @@ type member struct {
 	}
 
 	stats counters
+
+	// seq is the member's creation order in its manager; stepMu is held
+	// while Manager.Step works for the member (ManagerOptions.Stepped),
+	// and teardown waits for it.
+	seq    uint64
+	stepMu sync.Mutex
 }
 
 func newMember(mg *Manager, group string, o Options, kind memberKind) *member {
@@ -125,6 +131,7 @@ func newMember(mg *Manager, group string, o Options, kind memberKind) *member {
 		wake: make(chan struct{}, 1), stop: make(chan struct{}), loopDone: make(chan struct{}),
 		ready: make(chan struct{}, 1), closing: make(chan struct{})}
 	m.ctx, m.cancel = context.WithCancel(context.Background())
+	m.seq = mg.memberSeq.Add(1)
 	m.mu.subs = map[string]*subscription{}
 	m.mu.pqs = map[Queue]*pq{}
 	if o.Model == Clustering {
@@ -244,7 +251,9 @@ func (m *member) loop() {
 			m.dropAll()
 			return
 		case <-m.wake:
-			m.reconcile()
+			if !m.mg.o.Stepped { // Step reconciles
+				m.reconcile()
+			}
 		case <-tick:
 			m.checkTimeouts()
 		}

@@ -156,7 +156,9 @@ type Options struct {
 	// (default 32, at most MaxBatchSize).
 	PullBatchSize int
 	// Goroutines is the number of handler goroutines of a push consumer
-	// (default 20, at most MaxGoroutines).
+	// (default 20, at most MaxGoroutines). It does not matter under
+	// ManagerOptions.Stepped: there Manager.Step calls the handler on
+	// its caller's goroutine, one call at a time.
 	Goroutines int
 	// Orderly makes a push consumer deliver each queue's messages one
 	// handler call at a time, in queue order, with the queue locked to
@@ -324,6 +326,11 @@ type ManagerOptions struct {
 	// consumer starts without subscriptions of its own and its group has
 	// persisted ones. Nil: only match-all subscriptions are restored.
 	ParseFilter func(typ, expr string) (Filter, error)
+	// Stepped is for deterministic tests: consumers start no goroutine
+	// that fetches or runs handlers, and apply no rebalance on their
+	// own; Manager.Step does all of it on its caller's goroutine, in a
+	// fixed order (see Step). Consumers do nothing between Steps.
+	Stepped bool
 }
 
 // String prints the options.

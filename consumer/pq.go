@@ -159,8 +159,10 @@ func (p *pq) activate(off int64) bool {
 	p.mu.cancel = cancel
 	p.mu.next = off
 	p.mu.delivered = off
-	p.m.fetchers.Add(1)
-	go p.fetch(ctx)
+	if !p.m.mg.o.Stepped { // Step fetches
+		p.m.fetchers.Add(1)
+		go p.fetch(ctx)
+	}
 	return true
 }
 

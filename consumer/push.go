@@ -155,7 +155,13 @@ func (c *PushConsumer) Start(h Handler) error {
 	err := m.start(func() {
 		m.h = h
 		m.work = newWorkQueue()
-		m.delay = newDelayer(m.clk)
+		m.delay = newDelayer(m.clk, m.mg.o.Stepped)
+		if m.mg.o.Stepped { // Step runs the handler: one slot, no worker
+			m.work.stepped = true
+			m.slots = []runSlot{{}}
+			m.slots[0].parent, m.slots[0].release = context.WithCancel(m.ctx)
+			return
+		}
 		m.slots = make([]runSlot, m.o.Goroutines)
 		for i := range m.slots {
 			// A per-worker parent keeps the per-batch contexts from

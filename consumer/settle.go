@@ -102,7 +102,7 @@ func (p *pq) idle() bool {
 func (w *workQueue) idle() bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.mu.head == len(w.mu.items) && w.mu.busy == 0
+	return w.mu.head == len(w.mu.items) && w.mu.busy == 0 && len(w.mu.ready) == 0
 }
 
 // doneCount is how many tokens the workers have finished.

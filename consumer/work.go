@@ -21,7 +21,10 @@ import (
 type workQueue struct {
 	signal chan struct{} // cap 1: a token may be waiting (see wake)
 	quit   chan struct{}
-	mu     struct {
+	// stepped (ManagerOptions.Stepped): no worker pops; push marks the
+	// pq ready (mu.ready) for Step instead of queueing tokens.
+	stepped bool
+	mu      struct {
 		sync.Mutex
 		items []tokenRun
 		head  int
@@ -35,6 +38,7 @@ type workQueue struct {
 		// (it is in signal, or a worker has it and has not yet taken
 		// the lock). Until one does, wake sends no other.
 		waking bool
+		ready  map[*pq]struct{} // stepped: queues with work announced
 	}
 }
 
@@ -51,6 +55,10 @@ func newWorkQueue() *workQueue {
 // push adds n tokens for p.
 func (w *workQueue) push(p *pq, n int) {
 	if n <= 0 {
+		return
+	}
+	if w.stepped {
+		w.markReady(p)
 		return
 	}
 	p.addTokens(n)
@@ -157,8 +165,14 @@ type delayer struct {
 	}
 }
 
-func newDelayer(clk clock.Clock) *delayer {
+// newDelayer starts the delayer's goroutine; a stepped one has none (its
+// items run from runDue).
+func newDelayer(clk clock.Clock, stepped bool) *delayer {
 	d := &delayer{clk: clk, wake: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{})}
+	if stepped {
+		close(d.done)
+		return d
+	}
 	go d.run()
 	return d
 }

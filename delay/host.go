@@ -53,6 +53,10 @@ type Config struct {
 	// Kicked gets a token when the dispatcher appends to the schedule
 	// topic: the scheduler's wake-up.
 	Kicked <-chan struct{}
+	// Stepped is for deterministic tests: Start starts no delivery loop;
+	// each Settle runs one pass over what is due on its caller's
+	// goroutine instead (see stepped.go).
+	Stepped bool
 }
 
 // queueEnd is the end of a queue (0 for one never written), for the

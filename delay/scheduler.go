@@ -45,6 +45,7 @@ type Scheduler struct {
 	quit   chan struct{}
 	wg     sync.WaitGroup
 	bar    *passBarrier // Settle: a pass over every level
+	step   stepLevels   // Config.Stepped: Settle's passes
 
 	mu       sync.Mutex
 	progress map[string]int64 // level (decimal) -> next schedule-queue offset
@@ -105,20 +106,34 @@ func (d *Scheduler) Levels() int { return len(d.levels) }
 
 // Settle has the levels run one pass over what is due, started after the
 // call, and waits until it is done, ctx ends or the scheduler stops.
-func (d *Scheduler) Settle(ctx context.Context) error { return d.bar.sync(ctx, d.quit) }
+// Stepped (Config.Stepped): the pass runs on the caller's goroutine.
+func (d *Scheduler) Settle(ctx context.Context) error {
+	if d.cfg.Stepped {
+		return d.stepPass(ctx)
+	}
+	return d.bar.sync(ctx, d.quit)
+}
 
 // Start starts the scheduler's goroutines: the levels' loop and the
-// progress's periodic save.
+// progress's periodic save (only the save when stepped).
 func (d *Scheduler) Start() {
+	if d.cfg.Stepped {
+		d.wg.Add(1)
+		go d.persistLoop()
+		return
+	}
 	d.wg.Add(2)
 	go d.run()
 	go d.persistLoop()
 }
 
-// Stop ends the goroutines and saves the progress.
+// Stop ends the goroutines (and waits for a stepped pass running) and
+// saves the progress.
 func (d *Scheduler) Stop() error {
 	close(d.quit)
 	d.wg.Wait()
+	d.step.mu.Lock() // a stepped pass sees quit before its next delivery
+	d.step.mu.Unlock()
 	return d.Save()
 }
 

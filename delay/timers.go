@@ -53,6 +53,7 @@ type Timers struct {
 	quit chan struct{}
 	done chan struct{}
 	bar  *passBarrier // Settle: a pass over what is due
+	step stepTimers   // Config.Stepped: Settle's passes
 
 	enqueued atomic.Int64 // next timer-queue offset to bucket; saved in timer.json
 	buckets  []int64
@@ -189,8 +190,15 @@ func LoadTimerState(fs vfs.FS, dir string) (TimerState, error) {
 	return st, nil
 }
 
-// Start starts the wheel's goroutine.
-func (t *Timers) Start() { go t.run() }
+// Start starts the wheel's goroutine (none when stepped: Settle runs
+// the passes).
+func (t *Timers) Start() {
+	if t.cfg.Stepped {
+		close(t.done)
+		return
+	}
+	go t.run()
+}
 
 // Enqueued is the next timer-queue offset to put in a bucket file.
 func (t *Timers) Enqueued() int64 { return t.enqueued.Load() }
@@ -201,12 +209,20 @@ func (t *Timers) VerifyUntil() time.Time { return time.Unix(t.verifyUntil, 0) }
 
 // Settle has the wheel run one pass over what is due, started after the
 // call, and waits until it is done, ctx ends or the wheel stops.
-func (t *Timers) Settle(ctx context.Context) error { return t.bar.sync(ctx, t.quit) }
+// Stepped (Config.Stepped): the pass runs on the caller's goroutine.
+func (t *Timers) Settle(ctx context.Context) error {
+	if t.cfg.Stepped {
+		return t.stepPass(ctx)
+	}
+	return t.bar.sync(ctx, t.quit)
+}
 
-// Stop ends the wheel's goroutine.
+// Stop ends the wheel's goroutine (and waits for a stepped pass running).
 func (t *Timers) Stop() {
 	close(t.quit)
 	<-t.done
+	t.step.mu.Lock()
+	t.step.mu.Unlock()
 }
 
 func (t *Timers) run() {

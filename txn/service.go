@@ -48,6 +48,10 @@ type ServiceOptions struct {
 	// queues to count the pending half messages (Pending), no check round
 	// ever runs (CheckNow fails with ErrReadOnly), and Close saves nothing.
 	ReadOnly bool
+	// Stepped is for deterministic tests: Start starts no periodic check
+	// round; rounds run from CheckNow and from Step (which runs one when
+	// CheckInterval has passed on the clock since the last).
+	Stepped bool
 	// Seed, when not 0, makes the producers' generated transaction IDs
 	// and round-robin starts derive from it (in producer creation order)
 	// instead of being random, for repeatable test runs.
@@ -114,6 +118,8 @@ type Service struct {
 	saved progress // last progress written or loaded; guarded by round
 
 	producers atomic.Uint64 // producers made, for their seeds
+
+	nextStep atomic.Int64 // Stepped: unix nanoseconds of the next round Step runs
 
 	mu struct {
 		sync.Mutex
@@ -210,8 +216,9 @@ func (s *Service) Start() error {
 		return nil
 	}
 	s.mu.started = true
-	if s.opts.ReadOnly {
-		close(s.done) // no loop
+	if s.opts.ReadOnly || s.opts.Stepped {
+		close(s.done) // no loop (stepped: Step runs the rounds)
+		s.nextStep.Store(s.opts.Clock.Now().Add(s.opts.CheckInterval).UnixNano())
 		return nil
 	}
 	// The ticker exists before Start returns, so a fake clock advanced

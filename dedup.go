@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"runtime"
 	"slices"
 	"sync"
 	"time"
@@ -35,9 +34,7 @@ import (
 // An entry costs its place in the arrival ring (16 bytes) and the slots
 // of the ID table (hash and arrival number, 16 bytes; see idTable) that
 // it takes, 1.5 to 3 of them: 48 bytes at a power-of-two count, which
-// BenchmarkPutDedup measures (B/id). On Linux a table of 4 MiB or more
-// keeps its slots in a mapping of its own, outside the Go heap, advised
-// to use huge pages (dedup_slots_linux.go).
+// BenchmarkPutDedup measures (B/id).
 //
 // The cost of a send with an ID is one random access into the table (for
 // a new ID, the common case): the slot is prefetched once the send is
@@ -93,23 +90,7 @@ func newDedupWindow(window time.Duration, max int) *dedupWindow {
 	if window <= 0 {
 		return nil
 	}
-	w := &dedupWindow{window: window.Milliseconds(), max: max}
-	w.ids.mem = &slotMem{}
-	// A store dropped without Close still gives its table's mapping back.
-	runtime.AddCleanup(w, func(m *slotMem) { freeSlots(m.b) }, w.ids.mem)
-	return w
-}
-
-// close releases the window's table (Store.Close); a send racing with
-// it finds an empty window.
-func (w *dedupWindow) close() {
-	if w == nil {
-		return
-	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.ids.close()
-	w.ring, w.head, w.n, w.extra = nil, 0, 0, nil
+	return &dedupWindow{window: window.Milliseconds(), max: max}
 }
 
 // dedupHash hashes (topic, id): the ID's hash, moved by a multiple of the

@@ -19,42 +19,6 @@ type idTable struct {
 	// shown is slots as a sender may see it without the lock, to
 	// prefetch the slot it is about to look up (replaced when it grows).
 	shown atomic.Pointer[[]idSlot]
-	// mem is the mapping the slots live in, when they are not Go memory
-	// (allocSlots): released when the table grows, closes, or when the
-	// window is collected (newDedupWindow's cleanup).
-	mem *slotMem
-}
-
-// slotMem holds the mapping of a table's slots (nil: Go memory).
-type slotMem struct{ b []byte }
-
-// mapped is the bytes of the slots' own mapping (0 when Go memory).
-func (t *idTable) mapped() int {
-	if t.mem == nil {
-		return 0
-	}
-	return len(t.mem.b)
-}
-
-// close releases the slots' mapping and leaves an empty table that
-// still works, for a send that races with the store's Close.
-func (t *idTable) close() {
-	t.replace(make([]idSlot, 64), nil)
-	t.used = 0
-}
-
-// replace installs slots (living in mem) and releases the old ones'
-// mapping. A sender may still prefetch from the old slots it loaded from
-// shown: a prefetch of memory no longer mapped does not fault.
-func (t *idTable) replace(slots []idSlot, mem []byte) {
-	t.slots = slots
-	t.shown.Store(&slots)
-	if t.mem == nil {
-		t.mem = &slotMem{}
-	}
-	old := t.mem.b
-	t.mem.b = mem
-	freeSlots(old)
 }
 
 // idSlot is one entry; hash 0 marks an empty slot (a hash of 0 is stored
@@ -148,13 +112,10 @@ func (t *idTable) sweep(lo, hi uint64) {
 
 // grow doubles the table, keeping the live entries.
 func (t *idTable) grow(lo, hi uint64) {
-	old, oldMem := t.slots, t.mem
-	var keep []byte
-	if oldMem != nil {
-		keep, oldMem.b = oldMem.b, nil // released once the entries moved
-	}
-	t.replace(allocSlots(max(64, 2*len(old))))
-	defer freeSlots(keep)
+	old := t.slots
+	t.slots = make([]idSlot, max(64, 2*len(old)))
+	slots := t.slots
+	t.shown.Store(&slots)
 	t.used = 0
 	mask := uint64(len(t.slots) - 1)
 	for _, s := range old {

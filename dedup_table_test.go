@@ -3,7 +3,6 @@ package mqlite
 import (
 	"context"
 	"math/rand/v2"
-	"runtime"
 	"strconv"
 	"testing"
 	"time"
@@ -82,34 +81,4 @@ func BenchmarkDedupWindow(b *testing.B) {
 	for i := range b.N {
 		send(window + i)
 	}
-}
-
-// A table past hugeSlotBytes lives in its own mapping on Linux: entries
-// survive the grows into it, and close gives it back and leaves a table
-// that still answers.
-func TestIDTableLargeMapping(t *testing.T) {
-	var tab idTable
-	tab.mem = &slotMem{}
-	const n = 200_000 // 2/3 of 2^18 slots live: grows to 2^19 slots, 8 MiB
-	hash := func(i uint64) uint64 { return i * 0x9e3779b97f4a7c15 }
-	for i := range uint64(n) {
-		tab.put(hash(i), i, 0, i)
-	}
-	require.Equal(t, 1<<19, len(tab.slots))
-	if runtime.GOOS == "linux" {
-		require.Greater(t, tab.mapped(), 8<<20-1, "the slots are mapped")
-	}
-	for i := range uint64(n) {
-		seq, ok := tab.get(hash(i), 0, n)
-		require.True(t, ok, "entry %d", i)
-		require.Equal(t, i, seq)
-	}
-	tab.close()
-	require.Zero(t, tab.mapped())
-	_, ok := tab.get(hash(5), 0, n)
-	require.False(t, ok, "a closed table is empty")
-	tab.put(7, 0, 0, 0)
-	seq, ok := tab.get(7, 0, 1)
-	require.True(t, ok)
-	require.Zero(t, seq)
 }

@@ -329,7 +329,6 @@ func (s *Store) Close() error {
 			}
 		}
 		errList = append(errList, s.release())
-		s.dedup.close()
 		s.closeErr = errors.Join(errList...)
 	})
 	return s.closeErr

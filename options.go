@@ -421,7 +421,7 @@ func (o *Options) withDefaults() (Options, error) {
 	}
 	problems = append(problems, c.Replication.fill(c.Role, c.ReadOnly)...)
 	if _, fake := c.Clock.(*clock.Fake); c.Stepped && !fake {
-		problems = append(problems, fmt.Errorf("Stepped needs a *clock.Fake as Clock (got %T): on a running clock nothing would step the work due", c.Clock))
+		problems = append(problems, fmt.Errorf("option Stepped needs a *clock.Fake as Clock (got %T): on a running clock nothing would step the work due", c.Clock))
 	}
 	if c.Clock == nil {
 		c.Clock = clock.Real

@@ -135,8 +135,7 @@ func (m *member) close() error { return m.halt(context.Background(), false) }
 // and waits for them. Workers finish the batch they run (its context is
 // cancelled by Close), which releases the last queues.
 func (m *member) teardown() {
-	m.stepMu.Lock() // a Step running for m (its handler's ctx is cancelled) ends first
-	m.stepMu.Unlock()
+	awaitUnlocked(&m.stepMu) // a Step running for m (its handler's ctx is cancelled) ends first
 	if m.work != nil {
 		m.work.close()
 		m.workers.Wait()

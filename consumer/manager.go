@@ -346,8 +346,7 @@ func (mg *Manager) Close() error {
 	}
 	close(mg.quit)
 	<-mg.done
-	mg.stepMu.Lock() // a Step still running sees the members closed and returns
-	mg.stepMu.Unlock()
+	awaitUnlocked(&mg.stepMu) // a Step still running sees the members closed and returns
 	if !mg.o.ReadOnly {
 		errList = append(errList, mg.persistOffsets(), mg.saveGroups())
 	}

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 
 	"github.com/mqlite/mqlite/message"
 )
@@ -281,4 +282,11 @@ func (d *delayer) runDue() {
 		d.mu.Unlock()
 		fn()
 	}
+}
+
+// awaitUnlocked returns once mu is free: a stepped pass running under it
+// has ended (a barrier, for Close).
+func awaitUnlocked(mu *sync.Mutex) {
+	mu.Lock()
+	defer mu.Unlock()
 }

@@ -132,8 +132,7 @@ func (d *Scheduler) Start() {
 func (d *Scheduler) Stop() error {
 	close(d.quit)
 	d.wg.Wait()
-	d.step.mu.Lock() // a stepped pass sees quit before its next delivery
-	d.step.mu.Unlock()
+	awaitUnlocked(&d.step.mu) // a stepped pass sees quit before its next delivery
 	return d.Save()
 }
 

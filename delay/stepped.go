@@ -106,3 +106,10 @@ func (t *Timers) stepPass(ctx context.Context) error {
 	}
 	return nil
 }
+
+// awaitUnlocked returns once mu is free: a stepped pass running under it
+// has ended (a barrier, for Close).
+func awaitUnlocked(mu *sync.Mutex) {
+	mu.Lock()
+	defer mu.Unlock()
+}

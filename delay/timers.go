@@ -221,8 +221,7 @@ func (t *Timers) Settle(ctx context.Context) error {
 func (t *Timers) Stop() {
 	close(t.quit)
 	<-t.done
-	t.step.mu.Lock()
-	t.step.mu.Unlock()
+	awaitUnlocked(&t.step.mu)
 }
 
 func (t *Timers) run() {

@@ -81,7 +81,8 @@ func (l *Log) ReadRaw(from int64, max int, dst []byte) (out []byte, next int64, 
 // exactly): a bad chunk changes nothing and is an ErrCorrupt. It returns
 // the new write position: after an end-of-segment marker (or a record
 // that ends its segment exactly) that is the next segment's start, which
-// the next AppendRaw creates.
+// the next AppendRaw creates. With Options.RawThrough the chunk goes into
+// the segment file with one WriteAt; a failed write fences the log.
 func (l *Log) AppendRaw(off int64, b []byte) (end int64, err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -101,8 +102,14 @@ func (l *Log) AppendRaw(off int64, b []byte) (end int64, err error) {
 	defer l.catchFault(&err)
 	cur := l.mu.cur
 	if off == cur.start+l.opts.SegmentSize {
+		prev := cur
 		if cur, err = l.rollLocked(); err != nil {
 			return 0, err
+		}
+		// The chunk before ended prev (its marker included): done with
+		// the descriptor it was written through.
+		if cerr := prev.closeForWrite(); cerr != nil {
+			l.opts.Logger.Warn("mqlite/commitlog: close a sealed segment", "path", prev.path, "err", cerr)
 		}
 	}
 	pos := off - cur.start
@@ -110,10 +117,14 @@ func (l *Log) AppendRaw(off int64, b []byte) (end int64, err error) {
 		return 0, err
 	}
 	end = off + int64(len(b))
-	l.reserve(off, end) // not while the allocator writes zeros there (prewrite.go)
-	copy(cur.buf[pos:], b)
+	if cur.f == nil {
+		l.reserve(off, end) // not while the allocator writes zeros there (prewrite.go)
+		copy(cur.buf[pos:], b)
+	} else if err := l.writeAt(cur, pos, b); err != nil { // reserves too
+		return 0, err
+	}
 	l.wrote.Store(end)
-	if end >= l.mu.warmAt {
+	if end >= l.mu.warmAt && (l.writeThrough || !l.rawThrough) {
 		l.warmLocked(end)
 	}
 	return end, nil

@@ -165,6 +165,7 @@ func BenchmarkReplicationProcAsync128B(b *testing.B) {
 	const rounds = 10
 	var tPlain, tPair, tRepl time.Duration
 	var loadRate float64
+	var acks int64
 	var lagMax [2]int64
 	var lagEnd int64
 	b.ResetTimer()
@@ -180,7 +181,9 @@ func BenchmarkReplicationProcAsync128B(b *testing.B) {
 		tPair += took
 		loadRate += rate / rounds
 		stop := sampleLag(p)
+		acks0 := p.Replicas()[0].Acks
 		tRepl += putLoop(b, p, n, body)
+		acks += p.Replicas()[0].Acks - acks0
 		lagEnd = p.Replicas()[0].Lag
 		lagMax[i*2/rounds] = max(lagMax[i*2/rounds], stop(), lagEnd)
 		b.StopTimer()
@@ -196,6 +199,7 @@ func BenchmarkReplicationProcAsync128B(b *testing.B) {
 	b.ReportMetric(float64(b.N)/tPair.Seconds(), "pair-msgs/s")
 	b.ReportMetric(loadRate, "child-load-msgs/s")
 	b.ReportMetric(tPair.Seconds()/tRepl.Seconds(), "of-pair")
+	b.ReportMetric(float64(b.N)/float64(max(acks, 1)), "msgs/ack")
 	b.ReportMetric(float64(lagMax[0]), "lag-max-1st-B")
 	b.ReportMetric(float64(lagMax[1]), "lag-max-2nd-B")
 	b.ReportMetric(float64(lagEnd), "lag-end-B")

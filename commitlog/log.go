@@ -81,11 +81,11 @@ type Options struct {
 	// segments' folios are still in memory, the Store's async Put ran
 	// 1.6-1.8x as fast.
 	SmallSyncs bool
-	// RawThrough makes AppendRaw write each chunk into its segment file
-	// with one WriteAt (pwrite) instead of copying it into the mapping,
-	// and not warm the log ahead of it (raw.go): a replica storing its
-	// primary's stream fills new page-cache pages without taking a page
-	// fault on each. Append is unchanged. Ignored where the file
+	// RawThrough makes AppendRaw write each large chunk (64 KiB or more)
+	// into its segment file with one WriteAt (pwrite) instead of copying
+	// it into the mapping, and not warm the log ahead of it (raw.go): a
+	// replica catching up fills new page-cache pages without taking a
+	// page fault on each. Append is unchanged. Ignored where the file
 	// system's writes do not reach its mappings (vfs.WritesReachMappings).
 	RawThrough bool
 

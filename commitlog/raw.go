@@ -81,8 +81,8 @@ func (l *Log) ReadRaw(from int64, max int, dst []byte) (out []byte, next int64, 
 // exactly): a bad chunk changes nothing and is an ErrCorrupt. It returns
 // the new write position: after an end-of-segment marker (or a record
 // that ends its segment exactly) that is the next segment's start, which
-// the next AppendRaw creates. With Options.RawThrough the chunk goes into
-// the segment file with one WriteAt; a failed write fences the log.
+// the next AppendRaw creates. With Options.RawThrough a large chunk goes
+// into the segment file with one WriteAt; a failed write fences the log.
 func (l *Log) AppendRaw(off int64, b []byte) (end int64, err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -117,18 +117,28 @@ func (l *Log) AppendRaw(off int64, b []byte) (end int64, err error) {
 		return 0, err
 	}
 	end = off + int64(len(b))
-	if cur.f == nil {
+	through := cur.f != nil && (l.writeThrough || len(b) >= rawThroughMin)
+	if !through {
 		l.reserve(off, end) // not while the allocator writes zeros there (prewrite.go)
 		copy(cur.buf[pos:], b)
 	} else if err := l.writeAt(cur, pos, b); err != nil { // reserves too
 		return 0, err
 	}
 	l.wrote.Store(end)
-	if end >= l.mu.warmAt && (l.writeThrough || !l.rawThrough) {
+	if end >= l.mu.warmAt && (l.writeThrough || !through) {
 		l.warmLocked(end)
 	}
 	return end, nil
 }
+
+// rawThroughMin is the smallest chunk a log with RawThrough (and not
+// SmallSyncs) writes with WriteAt. A small chunk (a replica keeping up
+// with a primary's few sends) is copied into the warmed mapping, cheaper
+// than a system call (ext4 takes the inode lock and may journal the
+// time stamps on each); a large one (catching up) is written with
+// WriteAt and not warmed ahead, which would fault in and zero each page
+// before the copy.
+const rawThroughMin = 64 << 10
 
 // checkRaw validates the frames of b as if written at pos of s.
 func (l *Log) checkRaw(s *segment, pos int64, b []byte) error {

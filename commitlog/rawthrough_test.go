@@ -12,18 +12,19 @@ import (
 )
 
 // TestRawThroughCopyIsByteIdentical: a log with RawThrough takes raw
-// chunks with WriteAt across segment rolls (MemFS and the OS): the
+// chunks across segment rolls (MemFS and the OS), large ones with WriteAt
+// and no warming ahead, small ones through the warmed mapping: the
 // segments are byte-identical to the source's, every record reads back
-// through the mapping, only the write segment keeps a descriptor, the log
-// is not warmed ahead of AppendRaw, and Append after it (a promoted
-// replica) still goes through the mapping and warms.
+// through the mapping, only the write segment keeps a descriptor, and
+// Append after it (a promoted replica) still goes through the mapping.
 func TestRawThroughCopyIsByteIdentical(t *testing.T) {
+	const seg = 1 << 20
 	for _, fc := range fsCases[:2] {
 		t.Run(fc.name, func(t *testing.T) {
 			fs, dir := fc.fs(t)
-			src := openLog(t, fs, dir, MinSegmentSize)
+			src := openLog(t, fs, dir, seg)
 			defer src.Close()
-			dst, err := Open(Options{Dir: dir + "-replica", FS: fs, SegmentSize: MinSegmentSize, RecoverFrom: -1, RawThrough: true})
+			dst, err := Open(Options{Dir: dir + "-replica", FS: fs, SegmentSize: seg, RecoverFrom: -1, RawThrough: true})
 			require.NoError(t, err)
 			defer dst.Close()
 			if !dst.rawThrough {
@@ -31,14 +32,23 @@ func TestRawThroughCopyIsByteIdentical(t *testing.T) {
 			}
 			require.False(t, dst.writeThrough, "Append keeps the mapping")
 			require.NotNil(t, dst.mu.cur.f, "the write segment's file is open")
-			for i := 0; src.WrotePosition() < 3*MinSegmentSize+500; i++ {
-				_, err := src.Append(bytesAppender(payload(i, 50+(i*331)%4000)))
-				require.NoError(t, err)
-				if i%5 == 0 {
-					copyRaw(t, src, dst, 8<<10)
+			i := 0
+			fill := func(to int64) {
+				for ; src.WrotePosition() < to; i++ {
+					_, err := src.Append(bytesAppender(payload(i, 50+(i*331)%4000)))
+					require.NoError(t, err)
 				}
 			}
+			fill(3 * rawThroughMin)
+			require.Equal(t, 1, copyRaw(t, src, dst, 4*rawThroughMin), "one large chunk")
+			require.Zero(t, dst.warmTo.Load(), "no warming ahead of a large chunk")
+			fill(src.WrotePosition() + 2000)
 			copyRaw(t, src, dst, 8<<10)
+			require.Positive(t, dst.warmTo.Load(), "a small chunk goes through the warmed mapping")
+			for src.WrotePosition() < 3*seg+500 {
+				fill(src.WrotePosition() + 100<<10)
+				copyRaw(t, src, dst, []int{8 << 10, 256 << 10}[i%2])
+			}
 			end := src.WrotePosition()
 			require.Equal(t, end, dst.WrotePosition())
 			require.True(t, bytes.Equal(segmentBytes(t, fs, src, end), segmentBytes(t, fs, dst, end)))
@@ -53,11 +63,9 @@ func TestRawThroughCopyIsByteIdentical(t *testing.T) {
 			for _, s := range segs[:len(segs)-1] {
 				require.Nil(t, s.f, "segment %d left behind keeps no descriptor", s.start)
 			}
-			require.Zero(t, dst.warmTo.Load(), "no warming asked for by AppendRaw")
 
 			_, err = dst.Append(bytesAppender(payload(9999, 300)))
 			require.NoError(t, err)
-			require.Positive(t, dst.warmTo.Load(), "Append warms as before")
 			require.NoError(t, dst.Read(end, func(r Record) error {
 				require.Equal(t, payload(9999, 300), r.Payload)
 				return nil
@@ -66,19 +74,23 @@ func TestRawThroughCopyIsByteIdentical(t *testing.T) {
 	}
 }
 
-// TestRawThroughWriteFails: a failed WriteAt of a raw chunk is
+// TestRawThroughWriteFails: a failed WriteAt of a large raw chunk is
 // AppendRaw's error, classified, publishes nothing and fences the log.
 func TestRawThroughWriteFails(t *testing.T) {
 	mem := vfs.NewMem()
-	src := openLog(t, mem, "/src", MinSegmentSize)
+	src := openLog(t, mem, "/src", 1<<20)
 	defer src.Close()
 	ffs := vfs.NewFaulty(vfs.NewMem())
-	dst, err := Open(Options{Dir: "/cl", FS: ffs, SegmentSize: MinSegmentSize, RecoverFrom: -1, RawThrough: true})
+	dst, err := Open(Options{Dir: "/cl", FS: ffs, SegmentSize: 1 << 20, RecoverFrom: -1, RawThrough: true})
 	require.NoError(t, err)
 	defer dst.Close()
 	require.True(t, dst.rawThrough)
 	for i := range 4 {
 		_, err := src.Append(bytesAppender(payload(i, 100)))
+		require.NoError(t, err)
+	}
+	for src.WrotePosition() < rawThroughMin {
+		_, err := src.Append(bytesAppender(payload(9, 1000)))
 		require.NoError(t, err)
 	}
 	out, _, err := src.ReadRaw(0, 1<<20, nil)

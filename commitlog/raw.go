@@ -84,6 +84,41 @@ func (l *Log) ReadRaw(from int64, max int, dst []byte) (out []byte, next int64, 
 // the next AppendRaw creates. With Options.RawThrough a large chunk goes
 // into the segment file with one WriteAt; a failed write fences the log.
 func (l *Log) AppendRaw(off int64, b []byte) (end int64, err error) {
+	return l.appendRaw(off, b, nil)
+}
+
+// AppendRawSum is AppendRaw for a chunk whose transport checksum covers
+// only the bytes the frames' own CRC32-C do not (UncoveredCRC): sum must
+// be UncoveredCRC(seed, b). It is checked with the frames, before
+// anything is written (ErrCorrupt otherwise): each byte of the chunk goes
+// through one CRC pass.
+func (l *Log) AppendRawSum(off int64, b []byte, seed, sum uint32) (end int64, err error) {
+	return l.appendRaw(off, b, &[2]uint32{seed, sum})
+}
+
+// UncoveredCRC updates crc (CRC32-C) with the bytes of b, whole frames as
+// ReadRaw returns them, that no frame's own CRC32-C covers: the rest of
+// each end-of-segment marker after its header. A frame whose size does not
+// fit ends the walk with the rest of b taken whole.
+func UncoveredCRC(crc uint32, b []byte) uint32 {
+	for p := 0; p < len(b); {
+		f := b[p:]
+		if len(f) < BlankSize {
+			return crc32.Update(crc, castagnoli, f)
+		}
+		size := int(le.Uint32(f[0:]))
+		if size < BlankSize || size > len(f) {
+			return crc32.Update(crc, castagnoli, f)
+		}
+		if le.Uint32(f[4:]) == BlankMagic {
+			crc = crc32.Update(crc, castagnoli, f[BlankSize:size])
+		}
+		p += size
+	}
+	return crc
+}
+
+func (l *Log) appendRaw(off int64, b []byte, sum *[2]uint32) (end int64, err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.mu.closed {
@@ -115,6 +150,9 @@ func (l *Log) AppendRaw(off int64, b []byte) (end int64, err error) {
 	pos := off - cur.start
 	if err := l.checkRaw(cur, pos, b); err != nil {
 		return 0, err
+	}
+	if sum != nil && UncoveredCRC(sum[0], b) != sum[1] {
+		return 0, errs.Corrupt(cur.path, pos, "raw chunk: chunk checksum mismatch")
 	}
 	end = off + int64(len(b))
 	through := cur.f != nil && (l.writeThrough || len(b) >= rawThroughMin)

@@ -109,3 +109,43 @@ func TestRawThroughWriteFails(t *testing.T) {
 	require.ErrorIs(t, err, ErrFenced)
 	require.True(t, errors.Is(dst.Fenced(), ErrDiskFull))
 }
+
+// TestAppendRawSumChecksTheUncoveredBytes: a chunk ending a segment with
+// an end-of-segment marker whose tail no record CRC covers: AppendRawSum
+// takes it with the sum UncoveredCRC gives, and refuses it, writing
+// nothing, when a byte of the marker's tail or the sum changed; a flipped
+// record byte is the record CRC's to catch.
+func TestAppendRawSumChecksTheUncoveredBytes(t *testing.T) {
+	const seg = 8192
+	src := openLog(t, vfs.NewMem(), "/src", seg)
+	defer src.Close()
+	for i := 0; src.WrotePosition() < seg; i++ {
+		_, err := src.Append(bytesAppender(payload(i, 700)))
+		require.NoError(t, err)
+	}
+	out, next, err := src.ReadRaw(0, seg, nil)
+	require.NoError(t, err)
+	require.EqualValues(t, seg, next, "the chunk runs to the segment's end")
+	const seed = 0x1234
+	sum := UncoveredCRC(seed, out)
+	tail := seg - 1 // the marker's last byte
+	require.NotEqual(t, sum, UncoveredCRC(seed, append(bytes.Clone(out[:tail]), out[tail]^1)), "the marker's tail counts")
+	for _, c := range []struct {
+		name  string
+		chunk func([]byte) []byte
+		sum   uint32
+	}{
+		{"marker tail flipped", func(b []byte) []byte { b[tail] ^= 1; return b }, sum},
+		{"record byte flipped", func(b []byte) []byte { b[100] ^= 1; return b }, sum},
+		{"sum wrong", func(b []byte) []byte { return b }, sum + 1},
+	} {
+		dst := openLog(t, vfs.NewMem(), "/dst", seg)
+		_, err := dst.AppendRawSum(0, c.chunk(bytes.Clone(out)), seed, c.sum)
+		require.ErrorIs(t, err, ErrCorrupt, c.name)
+		require.Zero(t, dst.WrotePosition(), c.name)
+		end, err := dst.AppendRawSum(0, out, seed, sum)
+		require.NoError(t, err, c.name)
+		require.Equal(t, next, end)
+		require.NoError(t, dst.Close())
+	}
+}

@@ -163,7 +163,10 @@ func (l *Log) appendRaw(off int64, b []byte, sum *[2]uint32) (end int64, err err
 		return 0, err
 	}
 	l.wrote.Store(end)
-	if end >= l.mu.warmAt && (l.writeThrough || !through) {
+	// A small chunk that ends its segment is the tail of a catch-up's
+	// large ones (ReadRaw stops at a segment's end): no warming for it.
+	small := !through && end < cur.start+l.opts.SegmentSize
+	if end >= l.mu.warmAt && (l.writeThrough || !l.rawThrough || small) {
 		l.warmLocked(end)
 	}
 	return end, nil

@@ -26,52 +26,77 @@ import (
 // offset) is an ErrCorrupt. The CRC32-C is left to AppendRaw, which checks
 // every frame as it takes it: one pass over the bytes instead of two.
 func (l *Log) ReadRaw(from int64, max int, dst []byte) (out []byte, next int64, err error) {
+	out = dst[:0]
+	next, err = l.ViewRaw(from, max, func(b []byte) error {
+		out = append(out, b...)
+		return nil
+	})
+	return out, next, err
+}
+
+// ViewRaw is ReadRaw without the copy: it calls fn with the frames ReadRaw
+// would copy, a view of the mapping valid only while fn runs (not called
+// when there are none or on an error), and returns the offset after them,
+// or from and fn's error or ReadRaw's. A primary's sender writes a chunk to its replica from the
+// view. The segment stays pinned while fn runs: a DeleteBefore meanwhile
+// unmaps it only once fn has returned.
+func (l *Log) ViewRaw(from int64, max int, fn func(b []byte) error) (next int64, err error) {
 	w := l.wrote.Load()
 	snap := l.pin()
 	defer l.unpin(snap)
 	if snap.closed {
-		return dst[:0], from, errs.ErrClosed
+		return from, errs.ErrClosed
 	}
 	defer debug.SetPanicOnFault(guardFaults())
 	defer l.catchFault(&err)
-	out, next = dst[:0], from
+	s, pos, end, err := l.rawSpan(snap, w, from, max)
+	if err != nil || end == pos {
+		return from, err
+	}
+	if err := fn(s.buf[pos:end]); err != nil {
+		return from, err
+	}
+	return from + (end - pos), nil
+}
+
+// rawSpan finds the frames ViewRaw hands over: [pos, end) of s.
+func (l *Log) rawSpan(snap *snapshot, w, from int64, max int) (s *segment, pos, end int64, err error) {
 	if from >= w {
 		if from > w {
-			return out, from, fmt.Errorf("mqlite/commitlog: read from %d past the write position %d: %w", from, w, errs.ErrInvalidArgument)
+			return nil, 0, 0, fmt.Errorf("mqlite/commitlog: read from %d past the write position %d: %w", from, w, errs.ErrInvalidArgument)
 		}
-		return out, from, nil
+		return nil, 0, 0, nil
 	}
 	if from%l.opts.SegmentSize == 0 && from > 0 && snap.at(from, l.opts.SegmentSize) == nil {
-		return out, from, fmt.Errorf("mqlite/commitlog: offset %d: %w", from, errs.ErrNotFound)
+		return nil, 0, 0, fmt.Errorf("mqlite/commitlog: offset %d: %w", from, errs.ErrNotFound)
 	}
-	s := snap.at(from, l.opts.SegmentSize)
+	s = snap.at(from, l.opts.SegmentSize)
 	if s == nil {
 		if len(snap.segs) > 0 && from < snap.segs[0].start {
-			return out, from, removedErr(from, snap.segs[0].start)
+			return nil, 0, 0, removedErr(from, snap.segs[0].start)
 		}
-		return out, from, fmt.Errorf("mqlite/commitlog: offset %d: %w", from, errs.ErrNotFound)
+		return nil, 0, 0, fmt.Errorf("mqlite/commitlog: offset %d: %w", from, errs.ErrNotFound)
 	}
-	pos := from - s.start
-	for next < w && pos < l.opts.SegmentSize {
-		n, k, reason := l.check(s, pos, false) // the replica checks each CRC as it appends
+	pos = from - s.start
+	end = pos
+	for s.start+end < w && end < l.opts.SegmentSize {
+		n, k, reason := l.check(s, end, false) // the replica checks each CRC as it appends
 		switch k {
 		case kRecord, kBlank:
 		case kZero:
-			return out, next, errs.Corrupt(s.path, pos, "zeros where a record should be (below the written position %d)", w)
+			return s, pos, end, errs.Corrupt(s.path, end, "zeros where a record should be (below the written position %d)", w)
 		default:
-			return out, next, errs.Corrupt(s.path, pos, "%s", reason)
+			return s, pos, end, errs.Corrupt(s.path, end, "%s", reason)
 		}
-		if len(out) > 0 && len(out)+int(n) > max {
+		if end > pos && end-pos+n > int64(max) {
 			break
 		}
-		out = append(out, s.buf[pos:pos+n]...)
-		pos += n
-		next += n
+		end += n
 		if k == kBlank {
 			break
 		}
 	}
-	return out, next, nil
+	return s, pos, end, nil
 }
 
 // AppendRaw appends b, whole frames a primary's ReadRaw returned, at

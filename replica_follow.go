@@ -241,7 +241,10 @@ func (s *Store) receive(ctx context.Context, br *bufio.Reader, w io.Writer, prim
 		if err := writeAck(w, s.log.WrotePosition(), s.log.FlushedPosition()); err != nil {
 			return fmt.Errorf("mqlite: replicate: ack: %w", err)
 		}
-		s.disp.notify() // after the ack: a sync send on the primary waits for the ack, not for indexing
+		// After the ack: a sync send on the primary waits for the ack, not
+		// for indexing. A small backlog (a replica keeping up) is
+		// dispatched here, without waking the loop (dispatch_inline.go).
+		s.disp.notifySender()
 	}
 }
 

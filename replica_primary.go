@@ -263,14 +263,14 @@ type sender struct {
 	bufs net.Buffers
 }
 
-// chunk sends the CommitLog from next (at most max bytes, or one whole
+// chunk sends the CommitLog from next (at most limit bytes, or one whole
 // record); it returns where the next chunk starts.
-func (sd *sender) chunk(s *Store, next, end int64, max int) (int64, error) {
-	n, err := s.log.ViewRaw(next, max, func(b []byte) error {
+func (sd *sender) chunk(s *Store, next, end int64, limit int) (int64, error) {
+	n, err := s.log.ViewRaw(next, limit, func(b []byte) error {
 		// ViewRaw reads to the log's end as it is now, which may lie
 		// past end (read before): the primary's end is at least what is
 		// sent.
-		primaryEnd := max64(end, next+int64(len(b)))
+		primaryEnd := max(end, next+int64(len(b)))
 		putFrameHeader(sd.hdr[:], frame{kind: frameChunk, offset: next, primaryEnd: primaryEnd}, b)
 		if sd.bw.Buffered() > 0 {
 			if err := sd.bw.Flush(); err != nil {
@@ -286,13 +286,6 @@ func (sd *sender) chunk(s *Store, next, end int64, max int) (int64, error) {
 		return next, fmt.Errorf("mqlite: serve replica: send the CommitLog at %d: %w", next, err)
 	}
 	return n, nil
-}
-
-func max64(a, b int64) int64 {
-	if a > b {
-		return a
-	}
-	return b
 }
 
 // stream ships the CommitLog from next on, heartbeats and metadata, until

@@ -23,7 +23,8 @@ import (
 // tests), over loopback TCP, and each target's yardstick is measured in
 // the same run against the same child: the loopback round trip (an echo
 // in the child) and a plain TCP copy of the same bytes (a sink in the
-// child).
+// child), and beside them the probes of what the machine allows
+// (bench_replica_probe_linux_test.go).
 //
 //	go test -run '^$' -bench 'ReplicationProc' -benchtime 2000000x .
 //
@@ -34,16 +35,20 @@ var replChildProf = flag.String("repl.childprof", "", "CPU profile of the replic
 
 var replChunk = flag.Int("repl.chunk", 0, "ReplicationOptions.ChunkSize of BenchmarkReplicationProc4KiB (0: the default)")
 
+var replPair = flag.Bool("repl.pair", true, "BenchmarkReplicationProcAsync128B: measure the two-store probe (false: only the lone unreplicated and the replicated rates)")
+
 const replProbeName = "TestReplBenchReplicaChild"
 
 // remote is a replica in a child process, fed by a primary in this one.
 type remote struct {
-	b      *testing.B
-	c      *child
-	echo   string // the child's echo listener
-	sink   string // the child's sink listener
-	cancel context.CancelFunc
-	served chan error
+	b    *testing.B
+	c    *child
+	echo string // the child's echo listener
+	sink string // the child's sink listener
+	// the child's probes (bench_replica_probe_linux_test.go)
+	filesink, load, replecho string
+	cancel                   context.CancelFunc
+	served                   chan error
 }
 
 // startRemote starts a replica child and serves it from p; it returns once
@@ -71,7 +76,8 @@ func startRemote(b *testing.B, p *Store, replicaEnv ...string) *remote {
 		b.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	r := &remote{b: b, c: c, echo: probes[0], sink: probes[1], cancel: cancel, served: make(chan error, 1)}
+	r := &remote{b: b, c: c, echo: probes[0], sink: probes[1], filesink: probes[2], load: probes[3], replecho: probes[4],
+		cancel: cancel, served: make(chan error, 1)}
 	go func() { r.served <- p.ServeReplica(ctx, conn) }()
 	return r
 }
@@ -110,7 +116,13 @@ func (r *remote) rtt() time.Duration {
 // copyTime is how long a plain TCP copy of n bytes to the child's sink
 // takes, until the sink has read them all.
 func (r *remote) copyTime(n int64) time.Duration {
-	conn, err := net.Dial("tcp", r.sink)
+	return r.copyTo(r.sink, n)
+}
+
+// copyTo is how long a plain TCP copy of n bytes to the child's listener
+// at addr takes, until it answers that it has read them all.
+func (r *remote) copyTo(addr string, n int64) time.Duration {
+	conn, err := net.Dial("tcp", addr)
 	if err != nil {
 		r.b.Fatal(err)
 	}
@@ -137,7 +149,9 @@ func (r *remote) copyTime(n int64) time.Duration {
 // alternating rounds (the replica catches up between rounds, untimed),
 // and the replica's lag sampled every 50 ms during the replicated rounds:
 // its maximum in the first and the second half of the run (bounded: the
-// second no larger than the first, give or take).
+// second no larger than the first, give or take). The probe: the
+// unreplicated rate again while a second store in the child takes 128 B
+// Puts (pair-msgs/s; of-pair is the replicated rate against it).
 func BenchmarkReplicationProcAsync128B(b *testing.B) {
 	plain := replBenchStore(b, "plain", Options{})
 	defer plain.Close()
@@ -151,7 +165,9 @@ func BenchmarkReplicationProcAsync128B(b *testing.B) {
 	}
 	body := make([]byte, 128)
 	const rounds = 10
-	var tPlain, tRepl time.Duration
+	var tPlain, tPair, tRepl time.Duration
+	var loadRate float64
+	var acks int64
 	var lagMax [2]int64
 	var lagEnd int64
 	b.ResetTimer()
@@ -161,8 +177,17 @@ func BenchmarkReplicationProcAsync128B(b *testing.B) {
 			n = b.N - n*(rounds-1)
 		}
 		tPlain += putLoop(b, plain, n, body)
+		// The limit probe: unreplicated again, while a second store in
+		// the child takes the same kind of load.
+		if *replPair {
+			took, rate := rr.withLoad(func() time.Duration { return putLoop(b, plain, n, body) })
+			tPair += took
+			loadRate += rate / rounds
+		}
 		stop := sampleLag(p)
+		acks0 := p.Replicas()[0].Acks
 		tRepl += putLoop(b, p, n, body)
+		acks += p.Replicas()[0].Acks - acks0
 		lagEnd = p.Replicas()[0].Lag
 		lagMax[i*2/rounds] = max(lagMax[i*2/rounds], stop(), lagEnd)
 		b.StopTimer()
@@ -175,6 +200,12 @@ func BenchmarkReplicationProcAsync128B(b *testing.B) {
 	b.ReportMetric(float64(b.N)/tRepl.Seconds(), "msgs/s")
 	b.ReportMetric(float64(b.N)/tPlain.Seconds(), "plain-msgs/s")
 	b.ReportMetric(tPlain.Seconds()/tRepl.Seconds(), "of-unreplicated")
+	if *replPair {
+		b.ReportMetric(float64(b.N)/tPair.Seconds(), "pair-msgs/s")
+		b.ReportMetric(loadRate, "child-load-msgs/s")
+		b.ReportMetric(tPair.Seconds()/tRepl.Seconds(), "of-pair")
+	}
+	b.ReportMetric(float64(b.N)/float64(max(acks, 1)), "msgs/ack")
 	b.ReportMetric(float64(lagMax[0]), "lag-max-1st-B")
 	b.ReportMetric(float64(lagMax[1]), "lag-max-2nd-B")
 	b.ReportMetric(float64(lagEnd), "lag-end-B")
@@ -246,7 +277,8 @@ func sampleLag(p *Store) (stop func() int64) {
 // BenchmarkReplicationProcSync16: p50 send latency of 16 senders on a
 // ReplicationSync primary (FlushAsync on both sides) against the loopback
 // round trip to the child, measured before and after (target <= 3x), and
-// messages per replica acknowledgement.
+// messages per replica acknowledgement. The probe: the same 16 senders
+// through the replecho (p50/echo is ours against it).
 func BenchmarkReplicationProcSync16(b *testing.B) {
 	p := replBenchStore(b, "p", Options{Replication: ReplicationOptions{Mode: ReplicationSync}})
 	defer p.Close()
@@ -264,6 +296,7 @@ func BenchmarkReplicationProcSync16(b *testing.B) {
 	sendTimed(b, p, body, lat)
 	b.StopTimer()
 	acks := p.Replicas()[0].Acks - acks0
+	echo, echoPerAck := rr.replEchoLatency(senders, b.N, len(body))
 	round = (round + rr.rtt()) / 2
 	all := slices.Concat(lat...)
 	slices.Sort(all)
@@ -273,11 +306,17 @@ func BenchmarkReplicationProcSync16(b *testing.B) {
 	b.ReportMetric(float64(round.Microseconds()), "rtt-µs")
 	b.ReportMetric(float64(p50)/float64(round), "p50/rtt")
 	b.ReportMetric(float64(b.N)/float64(max(acks, 1)), "msgs/ack")
+	e50 := echo[len(echo)/2]
+	b.ReportMetric(float64(e50.Microseconds()), "echo-p50-µs")
+	b.ReportMetric(float64(p50)/float64(e50), "p50/echo")
+	b.ReportMetric(echoPerAck, "echo-msgs/ack")
 }
 
 // BenchmarkReplicationProc4KiB: a replica child's catch-up of a backlog of
 // b.N 4 KiB messages (attach to acknowledged end) against a plain TCP copy
-// of as many bytes to the same child (target >= 0.7).
+// of as many bytes to the same child (target >= 0.7), and against a TCP
+// copy into preallocated files in the child (of-file), the probe of what
+// storing the bytes costs here.
 func BenchmarkReplicationProc4KiB(b *testing.B) {
 	p := replBenchStore(b, "p", Options{Replication: ReplicationOptions{ChunkSize: *replChunk}})
 	defer p.Close()
@@ -296,15 +335,20 @@ func BenchmarkReplicationProc4KiB(b *testing.B) {
 	b.StopTimer()
 	copyTook := rr.copyTime(n)
 	cpu2 := rr.cpu()
+	fileTook := rr.fileCopyTime(n)
+	cpu3 := rr.cpu()
 	rr.stop()
 	b.ReportMetric(float64(n)/took.Seconds()/1e6, "repl-MB/s")
 	b.ReportMetric(float64(n)/copyTook.Seconds()/1e6, "tcp-MB/s")
 	b.ReportMetric(copyTook.Seconds()/took.Seconds(), "of-tcp")
+	b.ReportMetric(float64(n)/fileTook.Seconds()/1e6, "file-MB/s")
+	b.ReportMetric(fileTook.Seconds()/took.Seconds(), "of-file")
 	// CPU time per MB (both processes), which a loaded machine disturbs
 	// less than the wall clock.
 	mb := float64(n) / 1e6
 	b.ReportMetric(float64((cpu1-cpu0).Microseconds())/mb, "repl-cpu-µs/MB")
 	b.ReportMetric(float64((cpu2-cpu1).Microseconds())/mb, "tcp-cpu-µs/MB")
+	b.ReportMetric(float64((cpu3-cpu2).Microseconds())/mb, "file-cpu-µs/MB")
 }
 
 // cpu is the CPU time (user and system) used so far by this process and
@@ -345,7 +389,8 @@ func TestReplBenchReplicaChild(t *testing.T) {
 		io.Copy(io.Discard, c)
 		c.Write([]byte{1})
 	})
-	emit("probes %s %s", echo.Addr(), sink.Addr())
+	more := childProbes(t, &wg, filepath.Dir(dir))
+	emit("probes %s %s %s %s %s", echo.Addr(), sink.Addr(), more[0].Addr(), more[1].Addr(), more[2].Addr())
 	conn, err := net.Dial("tcp", os.Getenv(replAddrEnv))
 	if err != nil {
 		childFail(t, "dial: %v", err)
@@ -353,6 +398,9 @@ func TestReplBenchReplicaChild(t *testing.T) {
 	err = s.ReplicateFrom(context.Background(), conn)
 	echo.Close()
 	sink.Close()
+	for _, ln := range more {
+		ln.Close()
+	}
 	wg.Wait()
 	if cerr := s.Close(); cerr != nil {
 		childFail(t, "close: %v", cerr)

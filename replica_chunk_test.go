@@ -38,3 +38,22 @@ func TestReplicaChunksSmallerThanRecords(t *testing.T) {
 	require.Equal(t, logBytes(t, pfs, p, end), logBytes(t, rfs, r, end))
 	sameAnswers(t, p, r, nil)
 }
+
+// TestReplicationWireVersion: the wire is at version 2 (a chunk's frame
+// CRC covers only what its records' CRCs do not); a version 1 peer's hello
+// or reply is refused with ErrInvalidArgument.
+func TestReplicationWireVersion(t *testing.T) {
+	require.EqualValues(t, 2, wireVersion)
+	var hb, rb bytes.Buffer
+	require.NoError(t, writeHello(&hb, hello{segment: 1 << 20}))
+	require.NoError(t, writeReply(&rb, reply{segment: 1 << 20}))
+	_, err := readHello(bytes.NewReader(hb.Bytes()))
+	require.NoError(t, err)
+	for _, b := range [][]byte{hb.Bytes(), rb.Bytes()} {
+		wle.PutUint32(b[4:], 1)
+	}
+	_, err = readHello(bytes.NewReader(hb.Bytes()))
+	require.ErrorIs(t, err, ErrInvalidArgument)
+	_, err = readReply(bytes.NewReader(rb.Bytes()))
+	require.ErrorIs(t, err, ErrInvalidArgument)
+}

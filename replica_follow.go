@@ -211,7 +211,9 @@ func (s *Store) receive(ctx context.Context, br *bufio.Reader, w io.Writer, prim
 		if err != nil {
 			return fmt.Errorf("mqlite: replicate: %w", err)
 		}
-		s.repl.primaryEnd.Store(fr.primaryEnd)
+		if !fr.unchecked {
+			s.repl.primaryEnd.Store(fr.primaryEnd)
+		}
 		switch fr.kind {
 		case frameMeta:
 			if err := s.applyMetadata(body, last); err != nil {
@@ -220,9 +222,10 @@ func (s *Store) receive(ctx context.Context, br *bufio.Reader, w io.Writer, prim
 			s.repl.saveState(fr.primaryEnd)
 		case frameChunk:
 			if len(body) > 0 {
-				if err := s.appendChunk(fr.offset, body); err != nil {
+				if err := s.appendChunk(fr, body); err != nil {
 					return err
 				}
+				s.repl.primaryEnd.Store(fr.primaryEnd) // checked with the chunk
 				if known < len(primary) && primary[known].Start <= s.log.WrotePosition() {
 					if err := s.repl.adoptEpochs(s.repl.epochID(), primary); err != nil {
 						return err
@@ -238,7 +241,10 @@ func (s *Store) receive(ctx context.Context, br *bufio.Reader, w io.Writer, prim
 		if err := writeAck(w, s.log.WrotePosition(), s.log.FlushedPosition()); err != nil {
 			return fmt.Errorf("mqlite: replicate: ack: %w", err)
 		}
-		s.disp.notify() // after the ack: a sync send on the primary waits for the ack, not for indexing
+		// After the ack: a sync send on the primary waits for the ack, not
+		// for indexing. A small backlog (a replica keeping up) is
+		// dispatched here, without waking the loop (dispatch_inline.go).
+		s.disp.notifySender()
 	}
 }
 
@@ -254,12 +260,14 @@ func (r *replication) epochCount() int {
 	return len(r.mu.epochs.epochs)
 }
 
-// appendChunk appends one chunk of the primary's CommitLog at off.
-func (s *Store) appendChunk(off int64, b []byte) error {
+// appendChunk appends one chunk of the primary's CommitLog at its
+// offset, checking its frame's CRC with its records'.
+func (s *Store) appendChunk(fr frame, b []byte) error {
+	off := fr.offset
 	if end := s.log.WrotePosition(); off != end {
 		return fmt.Errorf("mqlite: replicate: chunk at %d, the log ends at %d: %w", off, end, errs.ErrCorrupt)
 	}
-	if _, err := s.log.AppendRaw(off, b); err != nil {
+	if _, err := s.log.AppendRawSum(off, b, fr.seed, fr.crc); err != nil {
 		return fmt.Errorf("mqlite: replicate: %w", err)
 	}
 	if s.opts.Flush == FlushSync {

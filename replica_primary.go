@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"runtime"
 	"slices"
 	"sync/atomic"
@@ -251,45 +252,38 @@ func (r *replication) readAcks(br *bufio.Reader, ss *session) error {
 	}
 }
 
-// sender writes frames to a replica: chunks go straight to the conn in
-// one write each (header and body contiguous in buf, no copy through bw),
-// metadata and heartbeats through bw, flushed before the next chunk.
+// sender writes frames to a replica: a chunk goes to the conn straight
+// from the CommitLog's mapping, its header and body in one writev on a
+// TCP conn (net.Buffers), without a copy through a buffer; metadata and
+// heartbeats go through bw, flushed before the next chunk.
 type sender struct {
 	bw   *bufio.Writer
 	conn io.Writer
-	buf  []byte // frameHeader bytes of room, then the chunk
+	hdr  [frameHeader]byte
+	bufs net.Buffers
 }
 
-// chunk reads the CommitLog from next (at most max bytes, or one whole
-// record) and sends it; it returns where the next chunk starts.
-func (sd *sender) chunk(s *Store, next, end int64, max int) (int64, error) {
-	if len(sd.buf) == 0 {
-		sd.buf = make([]byte, frameHeader, frameHeader+min(max, 4<<20))
-	}
-	out, n, err := s.log.ReadRaw(next, max, sd.buf[frameHeader:frameHeader])
-	if err != nil {
-		return next, fmt.Errorf("mqlite: serve replica: read the CommitLog at %d: %w", next, err)
-	}
-	if cap(out) != cap(sd.buf)-frameHeader {
-		// ReadRaw outgrew the buffer (a large record): keep the larger.
-		sd.buf = append(make([]byte, frameHeader, frameHeader+cap(out)), out...)
-	}
-	frameLen := frameHeader + len(out)
-	b := sd.buf[:frameLen]
-	// ReadRaw reads to the log's end as it is now, which may lie past
-	// end (read before): the primary's end is at least what is sent.
-	primaryEnd := end
-	if n > primaryEnd {
-		primaryEnd = n
-	}
-	putFrameHeader(b, frame{kind: frameChunk, offset: next, primaryEnd: primaryEnd}, b[frameHeader:])
-	if sd.bw.Buffered() > 0 {
-		if err := sd.bw.Flush(); err != nil {
-			return next, fmt.Errorf("mqlite: serve replica: send: %w", err)
+// chunk sends the CommitLog from next (at most limit bytes, or one whole
+// record); it returns where the next chunk starts.
+func (sd *sender) chunk(s *Store, next, end int64, limit int) (int64, error) {
+	n, err := s.log.ViewRaw(next, limit, func(b []byte) error {
+		// ViewRaw reads to the log's end as it is now, which may lie
+		// past end (read before): the primary's end is at least what is
+		// sent.
+		primaryEnd := max(end, next+int64(len(b)))
+		putFrameHeader(sd.hdr[:], frame{kind: frameChunk, offset: next, primaryEnd: primaryEnd}, b)
+		if sd.bw.Buffered() > 0 {
+			if err := sd.bw.Flush(); err != nil {
+				return err
+			}
 		}
-	}
-	if _, err := sd.conn.Write(b); err != nil {
-		return next, fmt.Errorf("mqlite: serve replica: send: %w", err)
+		sd.bufs = append(sd.bufs[:0], sd.hdr[:], b)
+		bufs := sd.bufs // WriteTo consumes its receiver
+		_, err := bufs.WriteTo(sd.conn)
+		return err
+	})
+	if err != nil {
+		return next, fmt.Errorf("mqlite: serve replica: send the CommitLog at %d: %w", next, err)
 	}
 	return n, nil
 }

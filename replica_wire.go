@@ -7,6 +7,7 @@ import (
 	"hash/crc32"
 	"io"
 
+	"github.com/mqlite/mqlite/commitlog"
 	"github.com/mqlite/mqlite/internal/errs"
 )
 
@@ -16,7 +17,7 @@ import (
 //
 //	hello (replica -> primary):
 //	[0:4)   magic "MQRH"
-//	[4:8)   version (1)
+//	[4:8)   version (2)
 //	[8:12)  flags: bit 0 the replica runs FlushSync (its acks count flushed bytes)
 //	[12:28) store ID (zero: a new replica)
 //	[28:36) segment size
@@ -27,7 +28,7 @@ import (
 //
 //	reply (primary -> replica):
 //	[0:4)   magic "MQRP"
-//	[4:8)   version (1)
+//	[4:8)   version (2)
 //	[8:12)  status: 0 ok, else a refusal (replyStatus)
 //	[12:28) store ID
 //	[28:36) segment size
@@ -41,7 +42,11 @@ import (
 //	[4:12)  CommitLog offset of the chunk's first byte (metadata: 0)
 //	[12:16) body length; 0 is a heartbeat
 //	[16:24) the primary's CommitLog end when sent (the replica's lag)
-//	[24:28) CRC32-C of [0:24) and the body
+//	[24:28) CRC32-C of [0:24) and the body; of a CommitLog chunk, only
+//	        of the body's bytes its records' own CRC32-C do not cover (the
+//	        rest of each end-of-segment marker, commitlog.UncoveredCRC):
+//	        the replica checks each record's as it appends it, so every
+//	        byte goes through one CRC pass (version 1 took the whole body)
 //
 //	ack (replica -> primary), 20 bytes:
 //	[0:8)   end of the replica's CommitLog (written)
@@ -54,7 +59,7 @@ import (
 const (
 	helloMagic   = 0x48524D51 // "QMRH" read little-endian: bytes "MQRH"
 	replyMagic   = 0x50524D51 // bytes "MQRP"
-	wireVersion  = 1
+	wireVersion  = 2
 	flagSyncAck  = 1
 	frameHeader  = 28
 	ackSize      = 20
@@ -214,6 +219,12 @@ type frame struct {
 	length     int
 	primaryEnd int64
 	crc        uint32
+	// seed is the CRC32-C of the header's first 24 bytes. unchecked: a
+	// CommitLog chunk whose CRC the caller checks as it appends it
+	// (commitlog.Log.AppendRawSum); until then the header is not to be
+	// trusted either.
+	seed      uint32
+	unchecked bool
 }
 
 func putFrameHeader(h []byte, f frame, body []byte) {
@@ -221,7 +232,12 @@ func putFrameHeader(h []byte, f frame, body []byte) {
 	wle.PutUint64(h[4:], uint64(f.offset))
 	wle.PutUint32(h[12:], uint32(len(body)))
 	wle.PutUint64(h[16:], uint64(f.primaryEnd))
-	c := crc32.Update(crc32.Checksum(h[:24], crcTable), crcTable, body)
+	c := crc32.Checksum(h[:24], crcTable)
+	if f.kind == frameChunk {
+		c = commitlog.UncoveredCRC(c, body)
+	} else {
+		c = crc32.Update(c, crcTable, body)
+	}
 	wle.PutUint32(h[24:], c)
 }
 
@@ -237,7 +253,8 @@ func writeFrame(w *bufio.Writer, kind uint32, offset, primaryEnd int64, body []b
 
 // readFrame reads one frame into buf (grown as needed), refusing a chunk
 // longer than limit and a metadata frame longer than maxMetaBody, and
-// checks its CRC.
+// checks its CRC, but for a CommitLog chunk with a body: that one comes
+// back unchecked, for the caller to check as it appends it.
 func readFrame(r io.Reader, buf []byte, limit int) (frame, []byte, error) {
 	var h [frameHeader]byte
 	if _, err := io.ReadFull(r, h[:]); err != nil {
@@ -261,7 +278,12 @@ func readFrame(r io.Reader, buf []byte, limit int) (frame, []byte, error) {
 	if _, err := io.ReadFull(r, buf); err != nil {
 		return f, buf, err
 	}
-	if c := crc32.Update(crc32.Checksum(h[:24], crcTable), crcTable, buf); c != f.crc {
+	f.seed = crc32.Checksum(h[:24], crcTable)
+	if f.kind == frameChunk && len(buf) > 0 {
+		f.unchecked = true
+		return f, buf, nil
+	}
+	if c := crc32.Update(f.seed, crcTable, buf); c != f.crc {
 		return f, buf, errs.Corrupt("replication stream", f.offset, "chunk checksum mismatch")
 	}
 	return f, buf, nil

@@ -196,7 +196,7 @@ func (s *Store) open() error {
 	s.log, err = commitlog.Open(commitlog.Options{
 		Dir: s.path("commitlog"), FS: s.fs, SegmentSize: s.opts.SegmentSize,
 		MaxRecordSize: s.opts.maxRecordSize(), NoWarm: s.opts.NoWarm, NoRecycle: s.opts.NoRecycle || s.opts.InMemory, Logger: s.opts.Logger,
-		SmallSyncs: s.opts.Flush == FlushSync, RecoverFrom: -1, Trusted: trusted, CleanShutdown: clean && cpOK,
+		SmallSyncs: s.opts.Flush == FlushSync, RawThrough: s.opts.Role == Replica, RecoverFrom: -1, Trusted: trusted, CleanShutdown: clean && cpOK,
 	})
 	if err != nil {
 		return err

@@ -81,6 +81,13 @@ type Options struct {
 	// segments' folios are still in memory, the Store's async Put ran
 	// 1.6-1.8x as fast.
 	SmallSyncs bool
+	// RawThrough makes AppendRaw write each large chunk (64 KiB or more)
+	// into its segment file with one WriteAt (pwrite) instead of copying
+	// it into the mapping, and not warm the log ahead of it (raw.go): a
+	// replica catching up fills new page-cache pages without taking a
+	// page fault on each. Append is unchanged. Ignored where the file
+	// system's writes do not reach its mappings (vfs.WritesReachMappings).
+	RawThrough bool
 
 	// RecoverFrom is where Open starts validating records; it is rounded
 	// down to its segment. Negative means the third-to-last segment, or
@@ -186,7 +193,9 @@ type Log struct {
 	// writeThrough: appends write into the segment files with WriteAt,
 	// not through the mappings (through.go).
 	writeThrough bool
-	pre          prewriteState // the writer and the zero-fill kept apart (prewrite.go)
+	// rawThrough: AppendRaw writes into the segment files (RawThrough).
+	rawThrough bool
+	pre        prewriteState // the writer and the zero-fill kept apart (prewrite.go)
 
 	flushMu sync.Mutex
 	delMu   sync.Mutex // serialises DeleteBefore and Close's unmapping
@@ -291,6 +300,7 @@ func Open(opts Options) (*Log, error) {
 	if l.writeThrough = writesThrough(&l.opts); l.writeThrough && defaultPopulate {
 		l.opts.populate = vfs.PopulateRead
 	}
+	l.rawThrough = l.opts.RawThrough && !l.opts.ReadOnly && vfs.WritesReachMappings(l.opts.FS)
 	l.snap.Store(&snapshot{})
 	if err := opts.FS.MkdirAll(opts.Dir, 0o700); err != nil {
 		return nil, diskErr("mkdir", opts.Dir, err)
@@ -456,7 +466,7 @@ func (l *Log) appendLocked(as []Appender, total int) (first, end int64, err erro
 		at += n
 		w += int64(n)
 	}
-	if cur.f != nil {
+	if l.writeThrough && cur.f != nil {
 		if err := l.writeAt(cur, pos, dst); err != nil {
 			return 0, 0, err
 		}

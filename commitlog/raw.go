@@ -26,52 +26,77 @@ import (
 // offset) is an ErrCorrupt. The CRC32-C is left to AppendRaw, which checks
 // every frame as it takes it: one pass over the bytes instead of two.
 func (l *Log) ReadRaw(from int64, max int, dst []byte) (out []byte, next int64, err error) {
+	out = dst[:0]
+	next, err = l.ViewRaw(from, max, func(b []byte) error {
+		out = append(out, b...)
+		return nil
+	})
+	return out, next, err
+}
+
+// ViewRaw is ReadRaw without the copy: it calls fn with the frames ReadRaw
+// would copy, a view of the mapping valid only while fn runs (not called
+// when there are none or on an error), and returns the offset after them,
+// or from and fn's error or ReadRaw's. A primary's sender writes a chunk to its replica from the
+// view. The segment stays pinned while fn runs: a DeleteBefore meanwhile
+// unmaps it only once fn has returned.
+func (l *Log) ViewRaw(from int64, max int, fn func(b []byte) error) (next int64, err error) {
 	w := l.wrote.Load()
 	snap := l.pin()
 	defer l.unpin(snap)
 	if snap.closed {
-		return dst[:0], from, errs.ErrClosed
+		return from, errs.ErrClosed
 	}
 	defer debug.SetPanicOnFault(guardFaults())
 	defer l.catchFault(&err)
-	out, next = dst[:0], from
+	s, pos, end, err := l.rawSpan(snap, w, from, max)
+	if err != nil || end == pos {
+		return from, err
+	}
+	if err := fn(s.buf[pos:end]); err != nil {
+		return from, err
+	}
+	return from + (end - pos), nil
+}
+
+// rawSpan finds the frames ViewRaw hands over: [pos, end) of s.
+func (l *Log) rawSpan(snap *snapshot, w, from int64, max int) (s *segment, pos, end int64, err error) {
 	if from >= w {
 		if from > w {
-			return out, from, fmt.Errorf("mqlite/commitlog: read from %d past the write position %d: %w", from, w, errs.ErrInvalidArgument)
+			return nil, 0, 0, fmt.Errorf("mqlite/commitlog: read from %d past the write position %d: %w", from, w, errs.ErrInvalidArgument)
 		}
-		return out, from, nil
+		return nil, 0, 0, nil
 	}
 	if from%l.opts.SegmentSize == 0 && from > 0 && snap.at(from, l.opts.SegmentSize) == nil {
-		return out, from, fmt.Errorf("mqlite/commitlog: offset %d: %w", from, errs.ErrNotFound)
+		return nil, 0, 0, fmt.Errorf("mqlite/commitlog: offset %d: %w", from, errs.ErrNotFound)
 	}
-	s := snap.at(from, l.opts.SegmentSize)
+	s = snap.at(from, l.opts.SegmentSize)
 	if s == nil {
 		if len(snap.segs) > 0 && from < snap.segs[0].start {
-			return out, from, removedErr(from, snap.segs[0].start)
+			return nil, 0, 0, removedErr(from, snap.segs[0].start)
 		}
-		return out, from, fmt.Errorf("mqlite/commitlog: offset %d: %w", from, errs.ErrNotFound)
+		return nil, 0, 0, fmt.Errorf("mqlite/commitlog: offset %d: %w", from, errs.ErrNotFound)
 	}
-	pos := from - s.start
-	for next < w && pos < l.opts.SegmentSize {
-		n, k, reason := l.check(s, pos, false) // the replica checks each CRC as it appends
+	pos = from - s.start
+	end = pos
+	for s.start+end < w && end < l.opts.SegmentSize {
+		n, k, reason := l.check(s, end, false) // the replica checks each CRC as it appends
 		switch k {
 		case kRecord, kBlank:
 		case kZero:
-			return out, next, errs.Corrupt(s.path, pos, "zeros where a record should be (below the written position %d)", w)
+			return s, pos, end, errs.Corrupt(s.path, end, "zeros where a record should be (below the written position %d)", w)
 		default:
-			return out, next, errs.Corrupt(s.path, pos, "%s", reason)
+			return s, pos, end, errs.Corrupt(s.path, end, "%s", reason)
 		}
-		if len(out) > 0 && len(out)+int(n) > max {
+		if end > pos && end-pos+n > int64(max) {
 			break
 		}
-		out = append(out, s.buf[pos:pos+n]...)
-		pos += n
-		next += n
+		end += n
 		if k == kBlank {
 			break
 		}
 	}
-	return out, next, nil
+	return s, pos, end, nil
 }
 
 // AppendRaw appends b, whole frames a primary's ReadRaw returned, at
@@ -81,8 +106,44 @@ func (l *Log) ReadRaw(from int64, max int, dst []byte) (out []byte, next int64, 
 // exactly): a bad chunk changes nothing and is an ErrCorrupt. It returns
 // the new write position: after an end-of-segment marker (or a record
 // that ends its segment exactly) that is the next segment's start, which
-// the next AppendRaw creates.
+// the next AppendRaw creates. With Options.RawThrough a large chunk goes
+// into the segment file with one WriteAt; a failed write fences the log.
 func (l *Log) AppendRaw(off int64, b []byte) (end int64, err error) {
+	return l.appendRaw(off, b, nil)
+}
+
+// AppendRawSum is AppendRaw for a chunk whose transport checksum covers
+// only the bytes the frames' own CRC32-C do not (UncoveredCRC): sum must
+// be UncoveredCRC(seed, b). It is checked with the frames, before
+// anything is written (ErrCorrupt otherwise): each byte of the chunk goes
+// through one CRC pass.
+func (l *Log) AppendRawSum(off int64, b []byte, seed, sum uint32) (end int64, err error) {
+	return l.appendRaw(off, b, &[2]uint32{seed, sum})
+}
+
+// UncoveredCRC updates crc (CRC32-C) with the bytes of b, whole frames as
+// ReadRaw returns them, that no frame's own CRC32-C covers: the rest of
+// each end-of-segment marker after its header. A frame whose size does not
+// fit ends the walk with the rest of b taken whole.
+func UncoveredCRC(crc uint32, b []byte) uint32 {
+	for p := 0; p < len(b); {
+		f := b[p:]
+		if len(f) < BlankSize {
+			return crc32.Update(crc, castagnoli, f)
+		}
+		size := int(le.Uint32(f[0:]))
+		if size < BlankSize || size > len(f) {
+			return crc32.Update(crc, castagnoli, f)
+		}
+		if le.Uint32(f[4:]) == BlankMagic {
+			crc = crc32.Update(crc, castagnoli, f[BlankSize:size])
+		}
+		p += size
+	}
+	return crc
+}
+
+func (l *Log) appendRaw(off int64, b []byte, sum *[2]uint32) (end int64, err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.mu.closed {
@@ -101,23 +162,49 @@ func (l *Log) AppendRaw(off int64, b []byte) (end int64, err error) {
 	defer l.catchFault(&err)
 	cur := l.mu.cur
 	if off == cur.start+l.opts.SegmentSize {
+		prev := cur
 		if cur, err = l.rollLocked(); err != nil {
 			return 0, err
+		}
+		// The chunk before ended prev (its marker included): done with
+		// the descriptor it was written through.
+		if cerr := prev.closeForWrite(); cerr != nil {
+			l.opts.Logger.Warn("mqlite/commitlog: close a sealed segment", "path", prev.path, "err", cerr)
 		}
 	}
 	pos := off - cur.start
 	if err := l.checkRaw(cur, pos, b); err != nil {
 		return 0, err
 	}
+	if sum != nil && UncoveredCRC(sum[0], b) != sum[1] {
+		return 0, errs.Corrupt(cur.path, pos, "raw chunk: chunk checksum mismatch")
+	}
 	end = off + int64(len(b))
-	l.reserve(off, end) // not while the allocator writes zeros there (prewrite.go)
-	copy(cur.buf[pos:], b)
+	through := cur.f != nil && (l.writeThrough || len(b) >= rawThroughMin)
+	if !through {
+		l.reserve(off, end) // not while the allocator writes zeros there (prewrite.go)
+		copy(cur.buf[pos:], b)
+	} else if err := l.writeAt(cur, pos, b); err != nil { // reserves too
+		return 0, err
+	}
 	l.wrote.Store(end)
-	if end >= l.mu.warmAt {
+	// A small chunk that ends its segment is the tail of a catch-up's
+	// large ones (ReadRaw stops at a segment's end): no warming for it.
+	small := !through && end < cur.start+l.opts.SegmentSize
+	if end >= l.mu.warmAt && (l.writeThrough || !l.rawThrough || small) {
 		l.warmLocked(end)
 	}
 	return end, nil
 }
+
+// rawThroughMin is the smallest chunk a log with RawThrough (and not
+// SmallSyncs) writes with WriteAt. A small chunk (a replica keeping up
+// with a primary's few sends) is copied into the warmed mapping, cheaper
+// than a system call (ext4 takes the inode lock and may journal the
+// time stamps on each); a large one (catching up) is written with
+// WriteAt and not warmed ahead, which would fault in and zero each page
+// before the copy.
+const rawThroughMin = 64 << 10
 
 // checkRaw validates the frames of b as if written at pos of s.
 func (l *Log) checkRaw(s *segment, pos int64, b []byte) error {

@@ -37,9 +37,10 @@ import (
 // released.
 
 // openForWrite opens the file of s for writing through it, if the log
-// writes through files and s has no descriptor yet.
+// writes through files (its appends, or its raw appends) and s has no
+// descriptor yet.
 func (l *Log) openForWrite(s *segment) error {
-	if !l.writeThrough || s.f != nil {
+	if !l.writeThrough && !l.rawThrough || s.f != nil {
 		return nil
 	}
 	f, err := l.opts.FS.OpenFile(s.path, os.O_RDWR, 0o600)
@@ -86,7 +87,7 @@ func (l *Log) writeAt(s *segment, pos int64, b []byte) error {
 // mapping itself, or for a log that writes through files its reused
 // buffer, which writeAt then writes. Called under mu.
 func (l *Log) encodeBuffer(s *segment, pos int64, n int) []byte {
-	if s.f == nil {
+	if !l.writeThrough || s.f == nil {
 		return s.buf[pos : pos+int64(n)]
 	}
 	if n > maxKeptBuffer {

@@ -194,6 +194,19 @@ type Options struct {
 	// cached one (default 2000), so one slow message cannot make the
 	// uncommitted range grow without bound.
 	ConsumeMaxSpan int
+	// ReadAheadBytes is the size of each queue's read-ahead buffer
+	// (default DefaultReadAheadBytes, 1 MiB; -1 turns it off): the
+	// fetcher copies raw records from the store into it, as many as fit,
+	// and decodes each into a MessageExt only when the queue's cache
+	// (QueueCacheCount, QueueCacheBytes) takes it. Its memory costs this
+	// many bytes per assigned queue, allocated once when the queue starts
+	// fetching and kept until it is released; it holds no pointers, so
+	// the garbage collector does not scan it, and its size raises the heap
+	// size at which the next collection starts, so that consuming a
+	// backlog collects several times less often. Messages never share
+	// memory with it. Used when the Source implements ReadAheadSource (a
+	// Store's does), and not with ReuseMessages.
+	ReadAheadBytes int
 	// ReuseMessages recycles the memory of consumed messages (see
 	// message.Pool), so that consuming allocates close to nothing and
 	// leaves the garbage collector nothing to do; on a 2-core machine that
@@ -221,10 +234,10 @@ type Options struct {
 func (o Options) String() string {
 	return fmt.Sprintf("consumer.Options{Model: %s, Strategy: %s, InstanceName: %q, ConsumeFromWhere: %s, ConsumeTimestamp: %s, "+
 		"ConsumeBatchSize: %d, PullBatchSize: %d, Goroutines: %d, Orderly: %t, AutoCommit: %t, MaxReconsumeTimes: %d, "+
-		"SuspendInterval: %s, ConsumeTimeout: %s, QueueCacheCount: %d, QueueCacheBytes: %d, ConsumeMaxSpan: %d, ReuseMessages: %t, SkipDamaged: %t}",
+		"SuspendInterval: %s, ConsumeTimeout: %s, QueueCacheCount: %d, QueueCacheBytes: %d, ConsumeMaxSpan: %d, ReadAheadBytes: %d, ReuseMessages: %t, SkipDamaged: %t}",
 		o.Model, o.Strategy, o.InstanceName, o.ConsumeFromWhere, o.ConsumeTimestamp.Format(time.RFC3339),
 		o.ConsumeBatchSize, o.PullBatchSize, o.Goroutines, o.Orderly, o.AutoCommit, o.MaxReconsumeTimes,
-		o.SuspendInterval, o.ConsumeTimeout, o.QueueCacheCount, o.QueueCacheBytes, o.ConsumeMaxSpan, o.ReuseMessages, o.SkipDamaged)
+		o.SuspendInterval, o.ConsumeTimeout, o.QueueCacheCount, o.QueueCacheBytes, o.ConsumeMaxSpan, o.ReadAheadBytes, o.ReuseMessages, o.SkipDamaged)
 }
 
 // withDefaults returns a copy with defaults applied, or every problem found.
@@ -266,6 +279,12 @@ func (o Options) withDefaults(now time.Time) (Options, error) {
 	intOpt("MaxReconsumeTimes", &o.MaxReconsumeTimes, DefaultMaxReconsumeTimes, maxReconsumeTimes)
 	intOpt("QueueCacheCount", &o.QueueCacheCount, DefaultQueueCacheCount, 1<<24)
 	intOpt("ConsumeMaxSpan", &o.ConsumeMaxSpan, DefaultConsumeMaxSpan, 1<<30)
+	switch {
+	case o.ReadAheadBytes == 0:
+		o.ReadAheadBytes = DefaultReadAheadBytes
+	case o.ReadAheadBytes < -1 || o.ReadAheadBytes > maxReadAheadBytes:
+		bad("ReadAheadBytes %d outside [1, %d] (-1: off)", o.ReadAheadBytes, maxReadAheadBytes)
+	}
 	switch {
 	case o.QueueCacheBytes == 0:
 		o.QueueCacheBytes = DefaultQueueCacheBytes

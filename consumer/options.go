@@ -194,18 +194,20 @@ type Options struct {
 	// cached one (default 2000), so one slow message cannot make the
 	// uncommitted range grow without bound.
 	ConsumeMaxSpan int
-	// ReadAheadBytes is the size of each queue's read-ahead buffer
-	// (default DefaultReadAheadBytes, 1 MiB; -1 turns it off): the
-	// fetcher copies raw records from the store into it, as many as fit,
-	// and decodes each into a MessageExt only when the queue's cache
-	// (QueueCacheCount, QueueCacheBytes) takes it. Its memory costs this
-	// many bytes per assigned queue, allocated once when the queue starts
-	// fetching and kept until it is released; it holds no pointers, so
-	// the garbage collector does not scan it, and its size raises the heap
-	// size at which the next collection starts, so that consuming a
-	// backlog collects several times less often. Messages never share
-	// memory with it. Used when the Source implements ReadAheadSource (a
-	// Store's does), and not with ReuseMessages.
+	// ReadAheadBytes is the memory the consumer's read-ahead buffers may
+	// take together (default DefaultReadAheadBytes, 8 MiB; -1 turns read-
+	// ahead off). Each queue's fetcher copies raw records from the store
+	// into its buffer, as many as fit, and decodes each into a MessageExt
+	// only when the queue's cache (QueueCacheCount, QueueCacheBytes) takes
+	// it. A buffer starts at 16 KiB and, once a fill runs out of room (a
+	// backlog), grows to half of ReadAheadBytes or what is left of it; it
+	// is allocated once and kept until the queue is released. So the
+	// memory cost is up to ReadAheadBytes plus 16 KiB a queue. The buffers
+	// hold no pointers, so the garbage collector does not scan them, and
+	// their size raises the heap size at which the next collection starts:
+	// draining a backlog collects several times less often. Messages never
+	// share memory with them. Used when the Source implements
+	// ReadAheadSource (a Store's does), and not with ReuseMessages.
 	ReadAheadBytes int
 	// ReuseMessages recycles the memory of consumed messages (see
 	// message.Pool), so that consuming allocates close to nothing and

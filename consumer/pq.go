@@ -319,6 +319,7 @@ func (p *pq) fetch(ctx context.Context) {
 	defer p.m.fetchers.Done()
 	m := p.m
 	ra := p.newReadAhead()
+	defer ra.release(m)
 	for {
 		from, n, gen, ok := p.waitRoom(ctx)
 		if !ok {

@@ -6,9 +6,14 @@ import (
 	"github.com/mqlite/mqlite/message"
 )
 
-// DefaultReadAheadBytes is the default Options.ReadAheadBytes: 1 MiB of
-// raw records per queue.
-const DefaultReadAheadBytes = 1 << 20
+// DefaultReadAheadBytes is the default Options.ReadAheadBytes: 8 MiB of
+// raw records per consumer.
+const DefaultReadAheadBytes = 8 << 20
+
+// readAheadStart is the size a queue's read-ahead buffer starts at; it
+// grows (grow) once a fill runs out of room, so that a queue read at its
+// end, as new messages arrive, never takes more.
+const readAheadStart = 16 << 10
 
 // maxReadAheadBytes bounds Options.ReadAheadBytes.
 const maxReadAheadBytes = 1 << 30
@@ -42,6 +47,8 @@ type ReadAheadSource interface {
 type RawRecords struct {
 	Buf  []byte      // the payloads; cap(Buf) is the budget
 	Recs []RawRecord // in queue order
+	// Full is set by Add when a record did not fit.
+	Full bool
 }
 
 // RawRecord locates one record of a RawRecords.
@@ -57,6 +64,7 @@ type RawRecord struct {
 func (rr *RawRecords) Add(payload []byte, queueOffset, commitLogOffset int64, storeSize int) bool {
 	start := len(rr.Buf)
 	if len(payload) > cap(rr.Buf)-start {
+		rr.Full = true
 		return false
 	}
 	rr.Buf = append(rr.Buf, payload...)
@@ -66,20 +74,51 @@ func (rr *RawRecords) Add(payload []byte, queueOffset, commitLogOffset int64, st
 }
 
 // reset empties rr, keeping its memory.
-func (rr *RawRecords) reset() { rr.Buf, rr.Recs = rr.Buf[:0], rr.Recs[:0] }
+func (rr *RawRecords) reset() { rr.Buf, rr.Recs, rr.Full = rr.Buf[:0], rr.Recs[:0], false }
 
 // readAhead is a queue's read-ahead buffer. Only the pq's fetcher
 // goroutine uses it. It holds the records at offsets from pos on that
 // PullRaw copied and no Pull has returned yet; filled at seek generation
 // gen, up to end (the offset after the last entry PullRaw examined).
 type readAhead struct {
-	src   ReadAheadSource // nil: no read-ahead
-	recs  RawRecords
-	batch message.Batch // decodes messages when there is no pool
-	head  int           // recs.Recs[:head] were handed on
-	gen   uint64
-	pos   int64
-	end   int64
+	src     ReadAheadSource // nil: no read-ahead
+	recs    RawRecords
+	batch   message.Batch // decodes the messages
+	head    int           // recs.Recs[:head] were handed on
+	gen     uint64
+	pos     int64
+	end     int64
+	granted int64 // of the member's ReadAheadBytes (beyond readAheadStart)
+	full    bool  // the last fill ran out of room: grow before the next
+}
+
+// grow replaces a buffer that ran out of room by a larger one: as much of
+// the consumer's unused ReadAheadBytes as there is, up to half of it, so
+// that at least two queues read ahead at full speed. It does nothing once
+// grown, or when nothing is left.
+func (ra *readAhead) grow(m *member) {
+	if ra.granted > 0 {
+		return
+	}
+	budget := int64(m.o.ReadAheadBytes)
+	for {
+		used := m.readAheadUsed.Load()
+		g := min(budget/2, budget-used)
+		if g <= readAheadStart {
+			return
+		}
+		if m.readAheadUsed.CompareAndSwap(used, used+g) {
+			ra.granted = g
+			ra.recs.Buf = make([]byte, 0, g) // allocated once, at full size
+			return
+		}
+	}
+}
+
+// release gives the buffer's grant back when the fetcher ends.
+func (ra *readAhead) release(m *member) {
+	m.readAheadUsed.Add(-ra.granted)
+	ra.granted, ra.recs = 0, RawRecords{}
 }
 
 // newReadAhead returns the fetcher's read-ahead: off (src nil) when the
@@ -109,18 +148,23 @@ func (p *pq) pull(ctx context.Context, ra *readAhead, from int64, n int, gen uin
 		return m.st.Pull(ctx, p.q.Topic, p.q.ID, from, n, p.sub.filter, m.pool)
 	}
 	if !ra.holds(gen, from) {
-		if ra.recs.Buf == nil {
-			ra.recs.Buf = make([]byte, 0, m.o.ReadAheadBytes) // allocated once, at full size
+		switch {
+		case ra.recs.Buf == nil:
+			ra.recs.Buf = make([]byte, 0, min(readAheadStart, m.o.ReadAheadBytes))
+		case ra.full:
+			ra.grow(m)
 		}
 		ra.recs.reset()
 		ra.head, ra.gen, ra.pos = 0, gen, from
 		next, err := ra.src.PullRaw(ctx, p.q.Topic, p.q.ID, from, p.sub.filter, &ra.recs)
+		ra.full = ra.recs.Full
 		switch {
 		case len(ra.recs.Recs) > 0:
 			// An error after some records: the next PullRaw starts at the
 			// entry that failed and reports it.
 			ra.end = next
 		case err == nil && next == from: // a record larger than the buffer
+			ra.full = true
 			return m.st.Pull(ctx, p.q.Topic, p.q.ID, from, 1, p.sub.filter, m.pool)
 		default:
 			return nil, next, err

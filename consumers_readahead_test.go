@@ -144,7 +144,8 @@ func TestReadAheadPushOrder(t *testing.T) {
 }
 
 // TestReadAheadOptions: -1 turns the read-ahead off (messages still come),
-// other negative sizes and sizes past 1 GiB are refused; 0 is the default.
+// other negative sizes and sizes past 1 GiB are refused; 0 is the default;
+// a buffer too small for any record still delivers everything in order.
 func TestReadAheadOptions(t *testing.T) {
 	s := memStore(t, Options{})
 	require.NoError(t, s.CreateTopic("t", TopicConfig{Queues: 1}))
@@ -159,6 +160,18 @@ func TestReadAheadOptions(t *testing.T) {
 	require.NoError(t, pc.Subscribe("t", nil))
 	held := pollHeld(t, pc, 50)
 	for i, m := range held {
+		require.True(t, bytes.Equal(raBody(i, 32), m.Body), "message %d", i)
+	}
+
+	// A buffer smaller than every record: each fetch is a plain Pull.
+	tiny, err := s.NewPullConsumer("tiny", ConsumerOptions{ConsumeFromWhere: ConsumeFromFirstOffset, ReadAheadBytes: 1})
+	require.NoError(t, err)
+	defer tiny.Close()
+	require.NoError(t, tiny.Subscribe("t", nil))
+	held = pollHeld(t, tiny, 50)
+	require.Len(t, held, 50)
+	for i, m := range held {
+		require.Equal(t, int64(i), m.QueueOffset)
 		require.True(t, bytes.Equal(raBody(i, 32), m.Body), "message %d", i)
 	}
 }

@@ -163,9 +163,9 @@ func (p *pq) pull(ctx context.Context, ra *readAhead, from int64, n int, gen uin
 			// An error after some records: the next PullRaw starts at the
 			// entry that failed and reports it.
 			ra.end = next
-		case err == nil && next == from: // a record larger than the buffer
+		case err == nil && next == from: // a record larger than the buffer: this once, a plain Pull
 			ra.full = true
-			return m.st.Pull(ctx, p.q.Topic, p.q.ID, from, 1, p.sub.filter, m.pool)
+			return m.st.Pull(ctx, p.q.Topic, p.q.ID, from, n, p.sub.filter, m.pool)
 		default:
 			return nil, next, err
 		}

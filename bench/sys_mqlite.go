@@ -91,11 +91,18 @@ func openMqlite(p Params, o *mqlite.Options) (Queue, error) {
 			q.msgs[i][j] = &mqlite.Message{Topic: mqliteTopic}
 		}
 	}
+	if p.Reader == ReaderDecodeFloor { // untimed: Open comes before the clock starts
+		if q.floor, err = loadDecodeFloor(s); err != nil {
+			s.Close()
+			return nil, err
+		}
+	}
 	return q, nil
 }
 
 type mqliteQueue struct {
 	s      *mqlite.Store
+	floor  *decodeFloor        // ReaderDecodeFloor: the records, loaded by Open
 	reader string              // Params.Reader: what NewConsumer returns
 	msgs   [][]*mqlite.Message // per producer, reused across sends
 	// results are each producer's last batch results, passed back to
@@ -136,6 +143,11 @@ func (q *mqliteQueue) NewConsumer() (Consumer, error) {
 		return newMqlitePush(q.s)
 	case ReaderPull:
 		return newMqlitePull(q.s)
+	case ReaderDecodeFloor:
+		if q.floor == nil {
+			return nil, errors.New("decode floor: no records were loaded (empty queue 0)")
+		}
+		return q.floor, nil
 	}
 	return &mqliteConsumer{s: q.s}, nil
 }

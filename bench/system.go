@@ -35,13 +35,18 @@ const (
 	// record once written while the send still returns after its sync,
 	// as Pebble's readers see a batch before its WAL sync ends.
 	ReaderUncommitted = "read-uncommitted"
+	// ReaderDecodeFloor is a probe, not a reader of the store: it decodes
+	// raw records held in memory into one MessageExt each, as the API
+	// hands them out, with no store and no consumer around it (see
+	// decodeFloor): the cost every mqlite consume row pays at least.
+	ReaderDecodeFloor = "decode-floor"
 )
 
 // Readers lists the readers a system's consume rows run with, one row
 // each; nil for a system with one way to read.
 func Readers(system string) []string {
 	if system == "mqlite" {
-		return []string{ReaderPush, ReaderPull, ReaderReadQueue}
+		return []string{ReaderPush, ReaderPull, ReaderReadQueue, ReaderDecodeFloor}
 	}
 	return nil
 }

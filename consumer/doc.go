@@ -31,6 +31,11 @@
 // Each held queue has a fetcher goroutine long-polling Source.Pull (no
 // sleep loop: Pull blocks until the store has a message), pausing while
 // the queue's cache is full (QueueCacheCount messages or QueueCacheBytes).
+// When the Source is a ReadAheadSource (a Store), the fetcher reads through
+// a read-ahead buffer: PullRaw copies as many raw records as fit, and the
+// fetcher decodes them into messages batch by batch as the cache has room
+// (Options.ReadAheadBytes, 8 MiB per consumer by default), so what waits
+// in memory has no pointers for the collector to scan.
 // A PushConsumer hands batches to a bounded pool of handler goroutines
 // through a FIFO of queue tokens; a worker takes the next batch from the
 // queue itself, so batches start in offset order, and goes on with that

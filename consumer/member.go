@@ -69,6 +69,9 @@ type member struct {
 
 	// pool recycles consumed messages (Options.ReuseMessages), else nil.
 	pool *message.Pool
+	// readAheadUsed is how much of Options.ReadAheadBytes the queues'
+	// read-ahead buffers were granted (see readAhead.grow).
+	readAheadUsed atomic.Int64
 	// polled is what the last Poll returned, released by the next one
 	// (pull with pool; a copy: the caller may change its slice).
 	polled struct {

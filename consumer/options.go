@@ -196,6 +196,21 @@ type Options struct {
 	// cached one (default 2000), so one slow message cannot make the
 	// uncommitted range grow without bound.
 	ConsumeMaxSpan int
+	// ReadAheadBytes is the memory the consumer's read-ahead buffers may
+	// take together (default DefaultReadAheadBytes, 8 MiB; -1 turns read-
+	// ahead off). Each queue's fetcher copies raw records from the store
+	// into its buffer, as many as fit, and decodes each into a MessageExt
+	// only when the queue's cache (QueueCacheCount, QueueCacheBytes) takes
+	// it. A buffer starts at 16 KiB and, once a fill runs out of room (a
+	// backlog), grows to half of ReadAheadBytes or what is left of it; it
+	// is allocated once and kept until the queue is released. So the
+	// memory cost is up to ReadAheadBytes plus 16 KiB a queue. The buffers
+	// hold no pointers, so the garbage collector does not scan them, and
+	// their size raises the heap size at which the next collection starts:
+	// draining a backlog collects several times less often. Messages never
+	// share memory with them. Used when the Source implements
+	// ReadAheadSource (a Store's does), and not with ReuseMessages.
+	ReadAheadBytes int
 	// ReuseMessages recycles the memory of consumed messages (see
 	// message.Pool), so that consuming allocates close to nothing and
 	// leaves the garbage collector nothing to do; on a 2-core machine that
@@ -223,10 +238,10 @@ type Options struct {
 func (o Options) String() string {
 	return fmt.Sprintf("consumer.Options{Model: %s, Strategy: %s, InstanceName: %q, ConsumeFromWhere: %s, ConsumeTimestamp: %s, "+
 		"ConsumeBatchSize: %d, PullBatchSize: %d, Goroutines: %d, Orderly: %t, AutoCommit: %t, MaxReconsumeTimes: %d, "+
-		"SuspendInterval: %s, ConsumeTimeout: %s, QueueCacheCount: %d, QueueCacheBytes: %d, ConsumeMaxSpan: %d, ReuseMessages: %t, SkipDamaged: %t}",
+		"SuspendInterval: %s, ConsumeTimeout: %s, QueueCacheCount: %d, QueueCacheBytes: %d, ConsumeMaxSpan: %d, ReadAheadBytes: %d, ReuseMessages: %t, SkipDamaged: %t}",
 		o.Model, o.Strategy, o.InstanceName, o.ConsumeFromWhere, o.ConsumeTimestamp.Format(time.RFC3339),
 		o.ConsumeBatchSize, o.PullBatchSize, o.Goroutines, o.Orderly, o.AutoCommit, o.MaxReconsumeTimes,
-		o.SuspendInterval, o.ConsumeTimeout, o.QueueCacheCount, o.QueueCacheBytes, o.ConsumeMaxSpan, o.ReuseMessages, o.SkipDamaged)
+		o.SuspendInterval, o.ConsumeTimeout, o.QueueCacheCount, o.QueueCacheBytes, o.ConsumeMaxSpan, o.ReadAheadBytes, o.ReuseMessages, o.SkipDamaged)
 }
 
 // withDefaults returns a copy with defaults applied, or every problem found.
@@ -268,6 +283,12 @@ func (o Options) withDefaults(now time.Time) (Options, error) {
 	intOpt("MaxReconsumeTimes", &o.MaxReconsumeTimes, DefaultMaxReconsumeTimes, maxReconsumeTimes)
 	intOpt("QueueCacheCount", &o.QueueCacheCount, DefaultQueueCacheCount, 1<<24)
 	intOpt("ConsumeMaxSpan", &o.ConsumeMaxSpan, DefaultConsumeMaxSpan, 1<<30)
+	switch {
+	case o.ReadAheadBytes == 0:
+		o.ReadAheadBytes = DefaultReadAheadBytes
+	case o.ReadAheadBytes < -1 || o.ReadAheadBytes > maxReadAheadBytes:
+		bad("ReadAheadBytes %d outside [1, %d] (-1: off)", o.ReadAheadBytes, maxReadAheadBytes)
+	}
 	switch {
 	case o.QueueCacheBytes == 0:
 		o.QueueCacheBytes = DefaultQueueCacheBytes

@@ -320,6 +320,8 @@ func (p *pq) waitRoom(ctx context.Context) (from int64, n int, gen uint64, ok bo
 func (p *pq) fetch(ctx context.Context) {
 	defer p.m.fetchers.Done()
 	m := p.m
+	ra := p.newReadAhead()
+	defer ra.release(m)
 	for {
 		from, n, gen, ok := p.waitRoom(ctx)
 		if !ok {
@@ -338,7 +340,7 @@ func (p *pq) fetch(ctx context.Context) {
 			p.mu.pullCancel = cancel
 			p.mu.Unlock()
 		}
-		msgs, next, err := m.st.Pull(pctx, p.q.Topic, p.q.ID, from, n, p.sub.filter, m.pool)
+		msgs, next, err := p.pull(pctx, ra, from, n, gen)
 		interrupted := pctx.Err() != nil // before our own cancel below
 		if cancel != nil {
 			p.mu.Lock()

@@ -127,7 +127,12 @@ func (t tracer) record(e *TraceEvent, keys ...string) {
 	if err == nil {
 		if _, err = s.sysQueueCount(TraceTopic, 1); err == nil {
 			m := Message{Topic: TraceTopic, Keys: slices.DeleteFunc(keys, func(k string) bool { return k == "" }), Body: body}
-			_, err = s.append(context.Background(), &m, 0, true, true)
+			if _, err = s.append(context.Background(), &m, 0, true, true); err == nil {
+				// Nobody waits for a trace record: start its sync (a FlushSync
+				// reader sees synced records only) instead of leaving it to
+				// the next send's.
+				s.kick()
+			}
 		}
 	}
 	if err != nil {

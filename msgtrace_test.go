@@ -136,7 +136,13 @@ func TestMessageTraceFlushSync(t *testing.T) {
 	r, err := s.Put(context.Background(), &Message{Topic: "orders", Body: []byte("x")}, 0)
 	require.NoError(t, err)
 	var evs []TraceEvent
-	for len(evs) < 2 { // no WaitVisible: the store's own syncs must cover them
+	// No WaitVisible: the store's own syncs must cover them. The "sent"
+	// record is appended after the send's own sync; without the sync it
+	// starts, it stayed invisible once the group commit had stopped
+	// gathering (seen under load), so this loop is bounded.
+	deadline := time.Now().Add(30 * time.Second)
+	for len(evs) < 2 {
+		require.True(t, time.Now().Before(deadline), "trace records still not visible: %v", evs)
 		evs, err = s.Trace(r.MsgID())
 		if err != nil {
 			require.ErrorIs(t, err, ErrNotFound)

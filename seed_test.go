@@ -257,17 +257,26 @@ func (r *detRun) finish() []string {
 	for _, m := range dead {
 		r.logf("dead %s", describe(m))
 	}
-	st, err := r.s.Stats()
+	for _, e := range statsEvents(t, r.s) {
+		r.logf("%s", e)
+	}
+	return r.history
+}
+
+// statsEvents is the deterministic part of s's Stats, a line each: the
+// CommitLog's end, each topic's messages and queues, each group's lag,
+// the pending transactions.
+func statsEvents(t *testing.T, s *Store) []string {
+	st, err := s.Stats()
 	require.NoError(t, err)
-	r.logf("commitlog wrote=%d", st.CommitLog.WrotePosition)
+	out := []string{fmt.Sprintf("commitlog wrote=%d", st.CommitLog.WrotePosition)}
 	for _, tp := range st.Topics {
-		r.logf("topic %s messages=%d queues=%v", tp.Name, tp.Messages, tp.Queues)
+		out = append(out, fmt.Sprintf("topic %s messages=%d queues=%v", tp.Name, tp.Messages, tp.Queues))
 	}
 	for _, g := range st.Groups {
-		r.logf("group %s lag=%d queues=%v", g.Name, g.Lag, g.Queues)
+		out = append(out, fmt.Sprintf("group %s lag=%d queues=%v", g.Name, g.Lag, g.Queues))
 	}
-	r.logf("pending transactions %d", st.PendingTransactions)
-	return r.history
+	return append(out, fmt.Sprintf("pending transactions %d", st.PendingTransactions))
 }
 
 // TestDeterministicRuns: the same script on stores with the same seed

@@ -228,16 +228,9 @@ func (r *stepRun) finish() []string {
 		require.NoError(t, err)
 		r.logf("offsets %s %+v", g, offs)
 	}
-	st, err := r.s.Stats()
-	require.NoError(t, err)
-	r.logf("commitlog wrote=%d", st.CommitLog.WrotePosition)
-	for _, tp := range st.Topics {
-		r.logf("topic %s messages=%d queues=%v", tp.Name, tp.Messages, tp.Queues)
+	for _, e := range statsEvents(t, r.s) {
+		r.logf("%s", e)
 	}
-	for _, g := range st.Groups {
-		r.logf("group %s lag=%d queues=%v", g.Name, g.Lag, g.Queues)
-	}
-	r.logf("pending transactions %d", st.PendingTransactions)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return slices.Clone(r.events)

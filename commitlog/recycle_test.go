@@ -341,6 +341,9 @@ func TestSpareRemoval(t *testing.T) {
 		require.True(t, exists(t, fs, segs[0].Path+spareSuffix), "mapped: removed when the reader leaves")
 		close(proceed)
 		require.NoError(t, <-done)
+		// The last pin to leave removes it: ours, or a background reader's
+		// (the allocator's), which may leave just after (seen under load).
+		waitReleased(l)
 		require.False(t, exists(t, fs, segs[0].Path+spareSuffix))
 	})
 	t.Run("Close and Open", func(t *testing.T) {

@@ -65,12 +65,7 @@ func (s *Store) readVisibleNow(q *consumequeue.Queue, from int64, dst []consumeq
 	if q.MaxOffset() <= from {
 		return 0, nil
 	}
-	limit := s.disp.dispatched() // before the read: conservative
-	n, err := q.Read(from, dst)
-	k := 0
-	for k < n && dst[k].Offset < limit {
-		k++
-	}
+	k, _, err := s.readTrimmed(q, from, dst)
 	if k > 0 {
 		return k, nil
 	}

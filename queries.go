@@ -255,6 +255,18 @@ func (s *Store) ReadQueue(ctx context.Context, topic string, queue int, from int
 	return out, err
 }
 
+// readTrimmed reads q's entries from from into dst: n read, the first k
+// of them visible (below the dispatcher's published position, taken
+// before the read: conservative).
+func (s *Store) readTrimmed(q *consumequeue.Queue, from int64, dst []consumequeue.Entry) (k, n int, err error) {
+	limit := s.disp.dispatched()
+	n, err = q.Read(from, dst)
+	for k < n && dst[k].Offset < limit {
+		k++
+	}
+	return k, n, err
+}
+
 // readVisible waits until q has an entry at from that is visible, then
 // copies the visible entries from there into dst. Visible means below the
 // dispatcher's published position, which it advances once per chunk of
@@ -264,12 +276,7 @@ func (s *Store) readVisible(ctx context.Context, q *consumequeue.Queue, from int
 		if err := s.waitQueue(ctx, q, from); err != nil {
 			return 0, err
 		}
-		limit := s.disp.dispatched() // before the read: conservative
-		n, err := q.Read(from, dst)
-		k := 0
-		for k < n && dst[k].Offset < limit {
-			k++
-		}
+		k, n, err := s.readTrimmed(q, from, dst)
 		if k > 0 || (err != nil && n == 0) {
 			return k, err
 		}

@@ -402,3 +402,59 @@ func TestSteppedDelaysInFixedOrder(t *testing.T) {
 	}
 	require.Equal(t, []string{"level1", "level2", "timer"}, got)
 }
+
+// TestSteppedRequestReply: in stepped mode a request is answered by the
+// Settle that runs its replier, not before; a request whose timeout
+// passes on the clock before a Settle ends with ErrRequestTimeout, and
+// the reply that Settle then stores is counted late.
+func TestSteppedRequestReply(t *testing.T) {
+	ctx := context.Background()
+	clk := clock.NewFake(t0)
+	s, err := Open("stepped", smallFiles(&Options{InMemory: true, Clock: clk, Stepped: true, Seed: 1}))
+	require.NoError(t, err)
+	defer func() { require.NoError(t, s.Close()) }()
+	require.NoError(t, s.CreateTopic("req", TopicConfig{Queues: 2}))
+	p, err := s.NewProducer(ProducerOptions{RequestTimeout: 5 * time.Second})
+	require.NoError(t, err)
+	defer p.Close()
+	c, err := s.NewPushConsumer("replier", ConsumerOptions{ConsumeFromWhere: ConsumeFromFirstOffset})
+	require.NoError(t, err)
+	defer c.Close()
+	require.NoError(t, c.Subscribe("req", nil))
+	var handled int // written on Settle's goroutine only
+	require.NoError(t, c.Start(func(ctx context.Context, ms []*MessageExt) ConsumeResult {
+		for _, m := range ms {
+			handled++
+			echo(t, s)(ctx, m)
+		}
+		return ConsumeSuccess
+	}))
+	type answer struct {
+		m   *MessageExt
+		err error
+	}
+	request := func(body string) <-chan answer {
+		ch := make(chan answer, 1)
+		require.NoError(t, p.RequestAsync(ctx, &Message{Topic: "req", Body: []byte(body)},
+			func(m *MessageExt, err error) { ch <- answer{m, err} }))
+		return ch
+	}
+
+	first := request("one")
+	require.Equal(t, 1, requestStats(t, s).Pending)
+	require.Zero(t, handled, "the replier ran before Settle")
+	require.NoError(t, s.Settle(ctx))
+	require.Equal(t, 1, handled)
+	a := <-first
+	require.NoError(t, a.err)
+	require.Equal(t, "re:one", string(a.m.Body))
+
+	second := request("two")
+	clk.Advance(5 * time.Second) // the request's timer fires on the clock
+	a = <-second
+	require.ErrorIs(t, a.err, ErrRequestTimeout)
+	require.Nil(t, a.m)
+	require.NoError(t, s.Settle(ctx)) // the replier answers too late
+	require.Equal(t, 2, handled)
+	require.Equal(t, RequestStats{Replies: 1, LateReplies: 1}, requestStats(t, s))
+}

@@ -359,6 +359,9 @@ func (r *replication) detach(ss *session) {
 	}
 	r.mu.Unlock()
 	r.ackArrived() // waiting senders recount the replicas in sync
+	// Sends that left their dispatch to this session's sender
+	// (shipsFirst) may not have been dispatched yet.
+	r.s.disp.notify()
 }
 
 // WaitReplicated waits until n attached replicas (in sync or not) have

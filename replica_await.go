@@ -1,0 +1,31 @@
+package mqlite
+
+import "context"
+
+// The order of work on a ReplicationSync primary. A send there waits at
+// least one round trip to a replica, and its bytes reach the socket only
+// once the session's sender runs, which yields first so that every send
+// woken by the same ack appends before it (one chunk, one ack for all).
+// Whatever those sends do between their append and their wait delays the
+// chunk of all of them: with FlushAsync that was the caller-runs dispatch
+// (dispatch_inline.go), ~1 µs a send, 16 of them in a row before each
+// chunk. So while a replica is attached the sends leave their dispatch to
+// the senders, which run it after writing a chunk, while it travels
+// (stream): the records are indexed during the round trip, in one batch.
+
+// shipsFirst reports whether a send's records are dispatched by the
+// replicas' senders after they ship them, instead of by the send: a
+// ReplicationSync primary with FlushAsync and a replica attached.
+func (r *replication) shipsFirst() bool {
+	s := r.s
+	return s.opts.Replication.Mode == ReplicationSync && s.opts.Flush == FlushAsync &&
+		r.live.Load() != nil && !r.replica.Load()
+}
+
+// awaitShipped is awaitDurable when shipsFirst: wake the senders, wait for
+// the replicas. The FlushAsync part of awaitLocal is the dispatch, which
+// the senders run (stream), or detach's notify if the session ends first.
+func (s *Store) awaitShipped(ctx context.Context, end int64) error {
+	s.repl.appended()
+	return s.repl.await(ctx, end)
+}

@@ -17,6 +17,11 @@ import (
 // chunk. So while a replica is attached the sends leave their dispatch to
 // the senders, which run it after writing a chunk, while it travels
 // (stream): the records are indexed during the round trip, in one batch.
+// A sender can be stuck in a write to a replica that stopped reading, so
+// each send also makes sure of its records once its wait ends (a no-op
+// when the sender did it): readers on the primary never wait for a
+// replica longer than ReplicationOptions.Timeout, and a send's records
+// are readable when it returns, as without a replica.
 
 // shipsFirst reports whether a send's records are dispatched by the
 // replicas' senders after they ship them, instead of by the send: a
@@ -28,11 +33,13 @@ func (r *replication) shipsFirst() bool {
 }
 
 // awaitShipped is awaitDurable when shipsFirst: wake the senders, wait for
-// the replicas. The FlushAsync part of awaitLocal is the dispatch, which
-// the senders run (stream), or detach's notify if the session ends first.
+// the replicas, then make sure of the dispatch (FlushAsync's part of
+// awaitLocal), which the senders normally ran while the chunk travelled.
 func (s *Store) awaitShipped(ctx context.Context, end int64) error {
 	s.repl.appended()
-	return s.repl.await(ctx, end)
+	err := s.repl.await(ctx, end)
+	s.disp.notifySender()
+	return err
 }
 
 // waitTimer is a timer firing after d for a sync send's wait: one a

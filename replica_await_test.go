@@ -134,3 +134,36 @@ func TestReplicationSyncTimeoutWithReusedTimers(t *testing.T) {
 	_, err = p.Put(ctx, &Message{Topic: "t", Body: []byte("again")}, 0)
 	require.NoError(t, err, "acknowledged once the replica is back")
 }
+
+// A replica that stops reading leaves the primary's sender stuck in a
+// write, before it dispatches what it wrote: the sync sends, which time
+// out, still make their records readable on the primary when they return.
+func TestReplicationSyncStuckSenderDoesNotHideRecords(t *testing.T) {
+	ctx := context.Background()
+	o := replOpts(clock.Real, Options{Replication: ReplicationOptions{Mode: ReplicationSync, Timeout: 100 * time.Millisecond}})
+	p, err := openFS(vfs.NewMem(), "/p", o)
+	require.NoError(t, err)
+	defer p.Close()
+	r := openReplica(t, vfs.NewMem(), "/r", o)
+	defer r.Close()
+	var sc *stallConn
+	stop := link(p, r, func(c io.ReadWriteCloser) io.ReadWriteCloser { sc = newStallConn(c); return sc })
+	defer stop()
+	require.NoError(t, p.WaitReplicated(ctx, 0, 1))
+
+	// The replica blocks in its first ack, then reads nothing more: the
+	// sender's next write (over a net.Pipe) waits for it.
+	sc.stall()
+	for i := range 3 {
+		_, err := p.Put(ctx, &Message{Topic: "t", Body: body(i)}, 0)
+		require.ErrorIs(t, err, ErrReplicaTimeout)
+		n := 0
+		for _, err := range p.Messages("t", 0, 0) {
+			require.NoError(t, err)
+			n++
+		}
+		require.Equal(t, i+1, n, "send %d is readable on the primary when it returns", i)
+	}
+	sc.resume()
+	caughtUp(t, p, r)
+}

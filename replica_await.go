@@ -38,7 +38,11 @@ func (r *replication) shipsFirst() bool {
 func (s *Store) awaitShipped(ctx context.Context, end int64) error {
 	s.repl.appended()
 	err := s.repl.await(ctx, end)
-	s.disp.notifySender()
+	if s.disp.dispatched() < end {
+		// Not yet: 16 sends woken by one ack would otherwise contend
+		// for the dispatcher, and wake its loop, for nothing.
+		s.disp.notifySender()
+	}
 	return err
 }
 

@@ -278,7 +278,8 @@ func sampleLag(p *Store) (stop func() int64) {
 // ReplicationSync primary (FlushAsync on both sides) against the loopback
 // round trip to the child, measured before and after (target <= 3x), and
 // messages per replica acknowledgement. The probe: the same 16 senders
-// through the replecho (p50/echo is ours against it).
+// through the replecho (p50/echo is ours against it); the CPU time a
+// message in both processes, ours and the probe's.
 func BenchmarkReplicationProcSync16(b *testing.B) {
 	p := replBenchStore(b, "p", Options{Replication: ReplicationOptions{Mode: ReplicationSync}})
 	defer p.Close()
@@ -292,11 +293,14 @@ func BenchmarkReplicationProcSync16(b *testing.B) {
 	lat := make([][]time.Duration, senders)
 	body := make([]byte, 128)
 	acks0 := p.Replicas()[0].Acks
+	cpu0 := rr.cpu()
 	b.ResetTimer()
 	sendTimed(b, p, body, lat)
 	b.StopTimer()
 	acks := p.Replicas()[0].Acks - acks0
+	cpu1 := rr.cpu()
 	echo, echoPerAck := rr.replEchoLatency(senders, b.N, len(body))
+	cpu2 := rr.cpu()
 	round = (round + rr.rtt()) / 2
 	all := slices.Concat(lat...)
 	slices.Sort(all)
@@ -310,6 +314,10 @@ func BenchmarkReplicationProcSync16(b *testing.B) {
 	b.ReportMetric(float64(e50.Microseconds()), "echo-p50-µs")
 	b.ReportMetric(float64(p50)/float64(e50), "p50/echo")
 	b.ReportMetric(echoPerAck, "echo-msgs/ack")
+	// CPU time a message (both processes, 10 ms ticks): on two cores the
+	// store's own work shows in the latency.
+	b.ReportMetric(float64((cpu1-cpu0).Nanoseconds())/float64(b.N)/1e3, "cpu-µs/msg")
+	b.ReportMetric(float64((cpu2-cpu1).Nanoseconds())/float64(b.N)/1e3, "echo-cpu-µs/msg")
 }
 
 // BenchmarkReplicationProc4KiB: a replica child's catch-up of a backlog of

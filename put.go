@@ -360,6 +360,9 @@ func (s *Store) kick() {
 // awaitDurable applies the flush mode and the replication mode to data
 // ending at end.
 func (s *Store) awaitDurable(ctx context.Context, end int64) error {
+	if s.repl.shipsFirst() {
+		return s.awaitShipped(ctx, end) // replica_await.go
+	}
 	if err := s.awaitLocal(ctx, end); err != nil {
 		return err
 	}

@@ -312,6 +312,8 @@ func (s *Store) stream(ctx context.Context, sd *sender, ss *session, next int64,
 		if err := bw.Flush(); err != nil {
 			return fmt.Errorf("mqlite: serve replica: send: %w", err)
 		}
+		// The sends' dispatch, while their chunk travels (replica_await.go).
+		s.disp.notifySender()
 		var err error
 		select {
 		case <-ss.kick:

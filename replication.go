@@ -94,6 +94,9 @@ type replication struct {
 	// acknowledged at the last ack (-1: too few in sync): a sync send
 	// below it returns without the lock (recomputed by ackArrived).
 	syncAcked atomic.Int64
+	// timers are the sync sends' timeout timers, stopped before they
+	// fired, for the next sends to re-arm (replica_await.go).
+	timers sync.Pool
 
 	mu struct {
 		sync.Mutex
@@ -216,8 +219,8 @@ func (r *replication) await(ctx context.Context, end int64) error {
 	if n < o.MinInSyncReplicas {
 		return fmt.Errorf("mqlite: %d replicas in sync, MinInSyncReplicas is %d: %w", n, o.MinInSyncReplicas, ErrReplicaNotAvailable)
 	}
-	t := r.s.opts.Clock.NewTimer(o.Timeout)
-	defer t.Stop()
+	t := r.waitTimer(o.Timeout)
+	defer r.doneTimer(t)
 	for {
 		select {
 		case <-ch:
@@ -359,6 +362,9 @@ func (r *replication) detach(ss *session) {
 	}
 	r.mu.Unlock()
 	r.ackArrived() // waiting senders recount the replicas in sync
+	// Sends that left their dispatch to this session's sender
+	// (shipsFirst) may not have been dispatched yet.
+	r.s.disp.notify()
 }
 
 // WaitReplicated waits until n attached replicas (in sync or not) have

@@ -103,14 +103,27 @@ func (rr *RawRecords) Add(payload []byte, queueOffset, commitLogOffset int64, st
 }
 
 // Fits says whether a payload of n bytes fits (false sets Full): what a
-// ReadAheadSource asks before it decodes a record for AddDecoded.
-func (rr *RawRecords) Fits(n int) bool { return rr.fits(n) }
+// ReadAheadSource asks before it decodes a record for AddDecoded. Besides
+// the budget, a fill decodes at most DirectDecodeAhead bytes of records
+// (the first one always, if it fits the budget), so that a fetcher hands
+// its first messages on soon, not after decoding a whole buffer.
+func (rr *RawRecords) Fits(n int) bool {
+	if rr.held > 0 && rr.held+n > DirectDecodeAhead {
+		rr.Full = true
+		return false
+	}
+	return rr.fits(n)
+}
+
+// DirectDecodeAhead bounds the bytes of records one fill decodes as it
+// reads them (see Fits): 1 MiB, 256 records of 4 KiB.
+const DirectDecodeAhead = 1 << 20
 
 // AddDecoded appends msg, a record of payloadLen bytes that the source
 // decoded with Batch as it read it (msg shares no memory with the store),
-// if it fits in the budget as Add's copy would; false if it does not.
+// if it Fits; false if it does not.
 func (rr *RawRecords) AddDecoded(msg *message.MessageExt, payloadLen int, queueOffset, commitLogOffset int64, storeSize int) bool {
-	if !rr.fits(payloadLen) {
+	if !rr.Fits(payloadLen) {
 		return false
 	}
 	rr.held += payloadLen

@@ -92,6 +92,18 @@ func TestRawRecordsAddDecoded(t *testing.T) {
 	require.Nil(t, msgs[0], "reset drops the decoded messages")
 	require.Empty(t, rr.Msgs)
 	require.True(t, rr.Fits(10), "reset gives the whole budget back")
+
+	// One fill decodes at most DirectDecodeAhead bytes, but always its
+	// first record, if it fits the budget.
+	big := RawRecords{Buf: make([]byte, 0, 4*DirectDecodeAhead)}
+	require.True(t, big.AddDecoded(m1, DirectDecodeAhead+1, 0, 0, 1))
+	require.False(t, big.Fits(1), "past DirectDecodeAhead")
+	require.True(t, big.Full)
+	big.reset()
+	require.True(t, big.AddDecoded(m1, DirectDecodeAhead/2, 0, 0, 1))
+	require.True(t, big.AddDecoded(m2, DirectDecodeAhead/2, 1, 1, 1))
+	require.False(t, big.AddDecoded(m2, 1, 2, 2, 1))
+	require.True(t, big.Add([]byte("copies still fit"), 2, 2, 1), "the bound is on decoded records only")
 }
 
 // TestReadAheadTakeDecoded: take hands over a record decoded as it was

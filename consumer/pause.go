@@ -207,7 +207,7 @@ func (p *pq) setPaused(on bool) {
 		default:
 			tokens = len(p.mu.retry) + (p.mu.msgs.len()+m.o.ConsumeBatchSize-1)/m.o.ConsumeBatchSize
 		}
-		p.wakeFetcher()
+		p.spaceLocked()
 	}
 	p.mu.Unlock()
 	if m.work != nil {

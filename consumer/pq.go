@@ -38,9 +38,8 @@ type pq struct {
 	key  offsetKey
 	cell *offsetCell // set before the pq becomes active, then immutable
 
-	// space (cap 1) is signalled when the cache has shrunk to half its
-	// limits (spaceLocked) or a pause ends; a fetcher paused by flow
-	// control waits on it.
+	// space (cap 1) is signalled whenever the cache shrinks; a fetcher
+	// paused by flow control waits on it.
 	space chan struct{}
 
 	// tokens counts the pq's tokens on the work queue: the low 32 bits
@@ -256,32 +255,12 @@ func (p *pq) uncacheOne(msg *message.MessageExt) {
 	p.mu.cachedBytes -= msgBytes(msg)
 }
 
-// spaceLocked wakes a fetcher paused by flow control once the cache has
-// drained to half its limits (refillLocked), so that a fetcher wakes once
-// a half cache, for a run of pulls, not for every batch a handler or Poll
-// takes (each wake-up of a goroutine parked on another core costs more
-// than fetching the messages it would fetch). Below half it signals at
-// every call, so no shrinking is missed.
+// spaceLocked wakes a fetcher paused by flow control.
 func (p *pq) spaceLocked() {
-	if p.refillLocked() {
-		p.wakeFetcher()
-	}
-}
-
-// wakeFetcher wakes a fetcher paused by flow control or a pause, whatever
-// the cache holds (it checks again).
-func (p *pq) wakeFetcher() {
 	select {
 	case p.space <- struct{}{}:
 	default:
 	}
-}
-
-// refillLocked says whether the cache is at or below half its limits, the
-// level at which spaceLocked wakes the fetcher.
-func (p *pq) refillLocked() bool {
-	o := &p.m.o
-	return p.mu.cachedN <= o.QueueCacheCount/2 && p.mu.cachedBytes <= o.QueueCacheBytes/2
 }
 
 // msgBytes is what a cached message counts for QueueCacheBytes.

@@ -161,36 +161,3 @@ func (d *decodeSrc) DecodeRaw(_ *message.Batch, _ []byte, r RawRecord) (*message
 	d.decoded++
 	return &message.MessageExt{QueueOffset: r.QueueOffset}, nil
 }
-
-// TestSpaceWakesAtHalf: a fetcher paused by flow control is woken once
-// the cache has drained to half its count and bytes limits, at every
-// shrink from then on, and by a resume whatever the cache holds.
-func TestSpaceWakesAtHalf(t *testing.T) {
-	p := &pq{m: &member{o: Options{QueueCacheCount: 128, QueueCacheBytes: 1000}}, space: make(chan struct{}, 1)}
-	woken := func() bool {
-		select {
-		case <-p.space:
-			return true
-		default:
-			return false
-		}
-	}
-	p.mu.cachedN, p.mu.cachedBytes = 96, 100
-	p.spaceLocked()
-	require.False(t, woken(), "96 of 128 cached")
-	p.mu.cachedN = 64
-	p.spaceLocked()
-	require.True(t, woken(), "64 of 128 cached")
-	p.mu.cachedN = 63
-	p.spaceLocked()
-	require.True(t, woken(), "below half: every shrink wakes")
-	p.mu.cachedBytes = 501
-	p.spaceLocked()
-	require.False(t, woken(), "501 of 1000 bytes cached")
-	p.mu.cachedBytes = 500
-	p.spaceLocked()
-	require.True(t, woken(), "500 of 1000 bytes cached")
-	p.mu.cachedN = 127
-	p.wakeFetcher()
-	require.True(t, woken(), "a resume wakes it with a full cache")
-}

@@ -47,8 +47,8 @@ type ReadAheadSource interface {
 // payloads one after another in Buf, and where each one is in Recs. A
 // record of DirectDecodeBytes or more may instead be decoded by PullRaw
 // straight from where the store keeps it (AddDecoded, into Batch), so that
-// its bytes are copied once, not twice; it then waits in Msgs. Without
-// Msgs, it holds no pointers but its slices.
+// its bytes are copied once, not twice; it then waits in Msgs. Buf and
+// Recs hold no pointers, so the collector never scans the copied records.
 type RawRecords struct {
 	Buf  []byte      // the payloads; cap(Buf) is the budget
 	Recs []RawRecord // in queue order
@@ -57,7 +57,7 @@ type RawRecords struct {
 	// Batch decodes the records AddDecoded takes; nil: PullRaw copies
 	// every record with Add.
 	Batch *message.Batch
-	// Full is set by Add or AddDecoded when a record did not fit.
+	// Full is set by Add, Fits or AddDecoded when a record did not fit.
 	Full bool
 	held int // the payload bytes of Msgs, counted against cap(Buf)
 }

@@ -91,7 +91,7 @@ func (s *Store) copyRaw(topic string, queue int, from int64, ents []consumequeue
 		if err := s.checkRaw(topic, queue, from+int64(i), ents[i], r); err != nil {
 			return err
 		}
-		if !dst.Add(r.Payload, from+int64(i), r.Offset, r.Size) {
+		if !s.addRaw(dst, r, from+int64(i)) {
 			return errRawFull
 		}
 		return nil
@@ -105,6 +105,39 @@ func (s *Store) copyRaw(topic string, queue int, from int64, ents []consumequeue
 		return i, false, s.entryReadErr(topic, queue, from+int64(i), ents[i].Offset, err)
 	}
 	return len(ents), false, nil
+}
+
+// addRaw adds the checked record r, at logical offset logical, to dst:
+// decoded straight from the mapping when it is large (one copy of its
+// bytes instead of two: into the buffer, then into the message; the
+// message shares nothing with the mapping), else as a copy of its bytes.
+// A large record that does not decode is copied, so that its decoding
+// fails, and is reported, where a copied one's would. False: it does not
+// fit.
+func (s *Store) addRaw(dst *consumer.RawRecords, r commitlog.Record, logical int64) bool {
+	if dst.Batch != nil && len(r.Payload) >= consumer.DirectDecodeBytes {
+		if !dst.Fits(len(r.Payload)) {
+			return false
+		}
+		if m, err := s.decodeMapped(dst.Batch, r, logical); err == nil {
+			return dst.AddDecoded(m, len(r.Payload), logical, r.Offset, r.Size)
+		}
+	}
+	return dst.Add(r.Payload, logical, r.Offset, r.Size)
+}
+
+// decodeMapped is decodeRaw of a record's bytes in the mapping. A memory
+// fault there (the file shrank under the store) panics into ReadMany's
+// guard, which reports it; b is emptied first, since the message it was
+// decoding is half written and the next would be decoded on top of it.
+func (s *Store) decodeMapped(b *message.Batch, r commitlog.Record, logical int64) (*MessageExt, error) {
+	defer func() {
+		if v := recover(); v != nil {
+			*b = message.Batch{}
+			panic(v)
+		}
+	}()
+	return s.decodeRaw(b, r.Payload, consumer.RawRecord{QueueOffset: logical, CommitLogOffset: r.Offset, StoreSize: int32(r.Size)})
 }
 
 // checkRaw is decodeEntry's check of a record, on its bytes in place.

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mqlite/mqlite/commitlog"
+	"github.com/mqlite/mqlite/consumer"
 	"github.com/mqlite/mqlite/message"
 	"github.com/stretchr/testify/require"
 )
@@ -174,4 +176,108 @@ func TestReadAheadOptions(t *testing.T) {
 		require.Equal(t, int64(i), m.QueueOffset)
 		require.True(t, bytes.Equal(raBody(i, 32), m.Body), "message %d", i)
 	}
+}
+
+// raSize is message i's body size in the mixed-size tests: every third
+// one is large enough to be decoded as it is read, the others are copied.
+func raSize(i int) int {
+	if i%3 == 0 {
+		return consumer.DirectDecodeBytes + 100*i
+	}
+	return 200
+}
+
+// TestPullRawDecodesLargeRecords: with a Batch, PullRaw decodes the
+// records of DirectDecodeBytes or more as it reads them and copies the
+// others, in queue order, within one budget for both; without one it
+// copies them all.
+func TestPullRawDecodesLargeRecords(t *testing.T) {
+	s := memStore(t, Options{})
+	require.NoError(t, s.CreateTopic("t", TopicConfig{Queues: 1}))
+	const n = 30
+	for i := range n {
+		_, err := s.Put(context.Background(), &Message{Topic: "t", Body: raBody(i, raSize(i))}, 0)
+		require.NoError(t, err)
+	}
+	require.NoError(t, s.Settle(context.Background())) // every entry dispatched
+	const budget = 16 << 10
+	dst := consumer.RawRecords{Buf: make([]byte, 0, budget), Batch: new(message.Batch)}
+	next, err := s.pullRaw(context.Background(), "t", 0, 0, nil, &dst)
+	require.NoError(t, err)
+	require.True(t, dst.Full, "30 records do not fit in 16 KiB")
+	require.Equal(t, int64(len(dst.Recs)), next)
+	used := len(dst.Buf)
+	for i, r := range dst.Recs {
+		require.EqualValues(t, i, r.QueueOffset)
+		if raSize(i) < consumer.DirectDecodeBytes {
+			require.Zero(t, r.Msg, "record %d is copied", i)
+			m, err := s.decodeRaw(new(message.Batch), dst.Buf[r.Start:r.End], r)
+			require.NoError(t, err)
+			require.Equal(t, raBody(i, raSize(i)), m.Body)
+			continue
+		}
+		require.NotZero(t, r.Msg, "record %d is decoded", i)
+		m := dst.Msgs[r.Msg-1]
+		require.Equal(t, raBody(i, raSize(i)), m.Body)
+		require.EqualValues(t, i, m.QueueOffset)
+		require.Equal(t, r.CommitLogOffset, m.CommitLogOffset)
+		require.Equal(t, r.StoreSize, m.StoreSize)
+		require.Equal(t, message.ID(m.CommitLogOffset), m.MsgID)
+		used += int(r.StoreSize) // a bound on its payload
+	}
+	require.LessOrEqual(t, used, budget+len(dst.Recs)*commitlog.FrameSize)
+
+	plain := consumer.RawRecords{Buf: make([]byte, 0, budget)}
+	_, err = s.pullRaw(context.Background(), "t", 0, 0, nil, &plain)
+	require.NoError(t, err)
+	require.Empty(t, plain.Msgs)
+	require.Equal(t, len(dst.Recs), len(plain.Recs), "the same records fit either way")
+}
+
+// TestReadAheadMixedSizesKeepTheirBytes: large records (decoded as they
+// are read) and small ones (copied, decoded at hand-over) come in queue
+// order through a small buffer refilled many times, each with its own
+// bytes while all are held; a tag filter leaves out large and small ones
+// alike.
+func TestReadAheadMixedSizesKeepTheirBytes(t *testing.T) {
+	s := memStore(t, Options{})
+	require.NoError(t, s.CreateTopic("t", TopicConfig{Queues: 1}))
+	const n = 120
+	for i := range n {
+		m := &Message{Topic: "t", Body: raBody(i, raSize(i)), Tags: []string{"a", "b"}[i/2%2]}
+		_, err := s.Put(context.Background(), m, 0)
+		require.NoError(t, err)
+	}
+	pc, err := s.NewPullConsumer("g", ConsumerOptions{ConsumeFromWhere: ConsumeFromFirstOffset, ReadAheadBytes: 40 << 10})
+	require.NoError(t, err)
+	defer pc.Close()
+	require.NoError(t, pc.Subscribe("t", nil))
+	held := pollHeld(t, pc, n)
+	require.Len(t, held, n)
+	for i, m := range held {
+		require.EqualValues(t, i, m.QueueOffset)
+		require.True(t, bytes.Equal(raBody(i, raSize(i)), m.Body), "message %d's body changed", i)
+		require.Equal(t, "t", m.Topic)
+		require.Equal(t, message.ID(m.CommitLogOffset), m.MsgID)
+	}
+
+	f, err := Tag("a")
+	require.NoError(t, err)
+	fc, err := s.NewPullConsumer("f", ConsumerOptions{ConsumeFromWhere: ConsumeFromFirstOffset, ReadAheadBytes: 40 << 10})
+	require.NoError(t, err)
+	defer fc.Close()
+	require.NoError(t, fc.Subscribe("t", f))
+	var want []int64
+	for i := range n {
+		if i/2%2 == 0 {
+			want = append(want, int64(i))
+		}
+	}
+	held = pollHeld(t, fc, len(want))
+	got := make([]int64, len(held))
+	for i, m := range held {
+		got[i] = m.QueueOffset
+		require.True(t, bytes.Equal(raBody(int(m.QueueOffset), raSize(int(m.QueueOffset))), m.Body))
+	}
+	require.Equal(t, want, got)
 }

@@ -30,7 +30,9 @@ type ReadAheadSource interface {
 	// PullRaw blocks as Pull does until the queue has an entry at offset
 	// from, then appends to dst the payloads of the entries at offsets >=
 	// from whose stored tags hash passes f (nil f: all; f.Match is the
-	// caller's), in order, as long as they fit in cap(dst.Buf), and
+	// caller's), in order, as long as they fit in cap(dst.Buf) (with
+	// AddDecoded, when dst.Batch is set, for those of DirectDecodeBytes
+	// or more), and
 	// returns next, the offset after the last entry examined. Each record
 	// was checked to be the one its entry names. An error after some
 	// records leaves those in dst and next at the entry that failed. When
@@ -42,14 +44,29 @@ type ReadAheadSource interface {
 }
 
 // RawRecords is the raw records a ReadAheadSource's PullRaw copies: their
-// payloads one after another in Buf, and where each one is in Recs. It
-// holds no pointers but its two slices.
+// payloads one after another in Buf, and where each one is in Recs. A
+// record of DirectDecodeBytes or more may instead be decoded by PullRaw
+// straight from where the store keeps it (AddDecoded, into Batch), so that
+// its bytes are copied once, not twice; it then waits in Msgs. Buf and
+// Recs hold no pointers, so the collector never scans the copied records.
 type RawRecords struct {
 	Buf  []byte      // the payloads; cap(Buf) is the budget
 	Recs []RawRecord // in queue order
-	// Full is set by Add when a record did not fit.
+	// Msgs holds the records decoded as they were read (RawRecord.Msg).
+	Msgs []*message.MessageExt
+	// Batch decodes the records AddDecoded takes; nil: PullRaw copies
+	// every record with Add.
+	Batch *message.Batch
+	// Full is set by Add, Fits or AddDecoded when a record did not fit.
 	Full bool
+	held int // the payload bytes of Msgs, counted against cap(Buf)
 }
+
+// DirectDecodeBytes is the payload size from which a ReadAheadSource's
+// PullRaw decodes a record as it reads it (AddDecoded) rather than copying
+// its bytes into the buffer to decode them later: for a large record the
+// second copy costs more than the pointers a waiting message adds.
+const DirectDecodeBytes = 1 << 10
 
 // RawRecord locates one record of a RawRecords.
 type RawRecord struct {
@@ -57,14 +74,26 @@ type RawRecord struct {
 	CommitLogOffset int64 // where its frame starts in the CommitLog
 	Start, End      int32 // its payload is Buf[Start:End]
 	StoreSize       int32 // the size of its frame in the CommitLog
+	// Msg is 1 + its index in Msgs when it was decoded as it was read
+	// (Start and End are then 0); 0 for a record in Buf.
+	Msg int32
 }
 
-// Add appends a copy of payload and its place, if it fits in cap(Buf);
-// false if it does not.
+// fits says whether n more payload bytes fit in the budget; if not, it
+// sets Full.
+func (rr *RawRecords) fits(n int) bool {
+	if n > cap(rr.Buf)-len(rr.Buf)-rr.held {
+		rr.Full = true
+		return false
+	}
+	return true
+}
+
+// Add appends a copy of payload and its place, if it fits in cap(Buf)
+// (with the payloads of Msgs); false if it does not.
 func (rr *RawRecords) Add(payload []byte, queueOffset, commitLogOffset int64, storeSize int) bool {
 	start := len(rr.Buf)
-	if len(payload) > cap(rr.Buf)-start {
-		rr.Full = true
+	if !rr.fits(len(payload)) {
 		return false
 	}
 	rr.Buf = append(rr.Buf, payload...)
@@ -73,8 +102,43 @@ func (rr *RawRecords) Add(payload []byte, queueOffset, commitLogOffset int64, st
 	return true
 }
 
-// reset empties rr, keeping its memory.
-func (rr *RawRecords) reset() { rr.Buf, rr.Recs, rr.Full = rr.Buf[:0], rr.Recs[:0], false }
+// Fits says whether a payload of n bytes fits (false sets Full): what a
+// ReadAheadSource asks before it decodes a record for AddDecoded. Besides
+// the budget, a fill decodes at most DirectDecodeAhead bytes of records
+// (the first one always, if it fits the budget), so that a fetcher hands
+// its first messages on soon, not after decoding a whole buffer.
+func (rr *RawRecords) Fits(n int) bool {
+	if rr.held > 0 && rr.held+n > DirectDecodeAhead {
+		rr.Full = true
+		return false
+	}
+	return rr.fits(n)
+}
+
+// DirectDecodeAhead bounds the bytes of records one fill decodes as it
+// reads them (see Fits): 1 MiB, 256 records of 4 KiB.
+const DirectDecodeAhead = 1 << 20
+
+// AddDecoded appends msg, a record of payloadLen bytes that the source
+// decoded with Batch as it read it (msg shares no memory with the store),
+// if it Fits; false if it does not.
+func (rr *RawRecords) AddDecoded(msg *message.MessageExt, payloadLen int, queueOffset, commitLogOffset int64, storeSize int) bool {
+	if !rr.Fits(payloadLen) {
+		return false
+	}
+	rr.held += payloadLen
+	rr.Msgs = append(rr.Msgs, msg)
+	rr.Recs = append(rr.Recs, RawRecord{QueueOffset: queueOffset, CommitLogOffset: commitLogOffset,
+		StoreSize: int32(storeSize), Msg: int32(len(rr.Msgs))})
+	return true
+}
+
+// reset empties rr, keeping its memory; the decoded messages it still
+// holds are dropped (the collector takes them).
+func (rr *RawRecords) reset() {
+	clear(rr.Msgs)
+	rr.Buf, rr.Recs, rr.Msgs, rr.Full, rr.held = rr.Buf[:0], rr.Recs[:0], rr.Msgs[:0], false, 0
+}
 
 // readAhead is a queue's read-ahead buffer. Only the pq's fetcher
 // goroutine uses it. It holds the records at offsets from pos on that
@@ -155,6 +219,7 @@ func (p *pq) pull(ctx context.Context, ra *readAhead, from int64, n int, gen uin
 			ra.grow(m)
 		}
 		ra.recs.reset()
+		ra.recs.Batch = &ra.batch
 		ra.head, ra.gen, ra.pos = 0, gen, from
 		next, err := ra.src.PullRaw(ctx, p.q.Topic, p.q.ID, from, p.sub.filter, &ra.recs)
 		ra.full = ra.recs.Full
@@ -173,15 +238,27 @@ func (p *pq) pull(ctx context.Context, ra *readAhead, from int64, n int, gen uin
 	return ra.take(p, n)
 }
 
+// decode returns buffered record r as a message: the one PullRaw decoded
+// as it read it (handed over: the buffer keeps no reference), or a
+// decoding of its bytes.
+func (ra *readAhead) decode(r RawRecord) (*message.MessageExt, error) {
+	if r.Msg > 0 {
+		msg := ra.recs.Msgs[r.Msg-1]
+		ra.recs.Msgs[r.Msg-1] = nil
+		return msg, nil
+	}
+	return ra.src.DecodeRaw(&ra.batch, ra.recs.Buf[r.Start:r.End], r)
+}
+
 // take decodes up to n buffered records, leaving out those the
 // subscription's filter rejects, and returns them with the offset after
 // the last one examined.
 func (ra *readAhead) take(p *pq, n int) ([]*message.MessageExt, int64, error) {
-	batch, f := &ra.batch, p.sub.filter
+	f := p.sub.filter
 	k := min(n, len(ra.recs.Recs)-ra.head)
 	out := make([]*message.MessageExt, 0, k)
 	for _, r := range ra.recs.Recs[ra.head : ra.head+k] {
-		msg, err := ra.src.DecodeRaw(batch, ra.recs.Buf[r.Start:r.End], r)
+		msg, err := ra.decode(r)
 		if err != nil {
 			ra.recs.reset() // the next pull at this offset reads it again
 			ra.head = 0

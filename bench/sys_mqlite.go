@@ -35,6 +35,9 @@ func (mqliteSystem) Durability(p Params) string {
 	if p.Sync {
 		return fmt.Sprintf("FlushSync (group commit, fdatasync before ack); %s; %s", call, seg)
 	}
+	if spreads(p.Reader) {
+		call += fmt.Sprintf(", each to the next of %d queues", benchQueues)
+	}
 	return fmt.Sprintf("FlushAsync (mapped page cache; flush every 500 ms); %s; %s", call, seg)
 }
 
@@ -78,12 +81,12 @@ func openMqlite(p Params, o *mqlite.Options) (Queue, error) {
 	}
 	// One queue per producer; created up front so that a consumer can
 	// wait on an empty queue.
-	err = s.CreateTopic(mqliteTopic, mqlite.TopicConfig{Queues: max(p.Producers, 16)})
+	err = s.CreateTopic(mqliteTopic, mqlite.TopicConfig{Queues: max(p.Producers, benchQueues)})
 	if err != nil && !errors.Is(err, mqlite.ErrTopicExists) {
 		s.Close()
 		return nil, err
 	}
-	q := &mqliteQueue{s: s, reader: p.Reader, msgs: make([][]*mqlite.Message, max(p.Producers, 1)),
+	q := &mqliteQueue{s: s, reader: p.Reader, queues: max(p.Producers, benchQueues), msgs: make([][]*mqlite.Message, max(p.Producers, 1)),
 		results: make([][]mqlite.PutResult, max(p.Producers, 1))}
 	for i := range q.msgs {
 		q.msgs[i] = make([]*mqlite.Message, max(p.Batch, 1))
@@ -104,22 +107,41 @@ type mqliteQueue struct {
 	s      *mqlite.Store
 	floor  *decodeFloor        // ReaderDecodeFloor: the records, loaded by Open
 	reader string              // Params.Reader: what NewConsumer returns
+	queues int                 // the topic's
+	spread int                 // spreads: the queue of the next Send
 	msgs   [][]*mqlite.Message // per producer, reused across sends
 	// results are each producer's last batch results, passed back to
 	// PutBatchInto, so that a batch allocates no results.
 	results [][]mqlite.PutResult
 }
 
+// benchQueues is the number of queues of the harness's topic (at least:
+// one per producer).
+const benchQueues = 16
+
+// spreads says whether a backlog for the reader is written as mqlite's
+// Producer writes one by default: each send (a batch, in the backlog) to
+// the next of the topic's queues, which a consumer group then reads on
+// as many fetchers. The ReadQueue row and the decode floor read queue 0
+// alone, so their backlog stays there.
+func spreads(reader string) bool { return reader == ReaderPush || reader == ReaderPull }
+
+// Send puts bodies into the producer's own queue, or for a consumer
+// group's row (spreads) into the next queue.
 func (q *mqliteQueue) Send(producer int, bodies [][]byte) error {
 	ms := q.msgs[producer][:len(bodies)]
 	for i, b := range bodies {
 		ms[i].Body = b
 	}
+	queue := producer
+	if spreads(q.reader) {
+		queue, q.spread = q.spread, (q.spread+1)%q.queues
+	}
 	var err error
 	if len(ms) == 1 {
-		_, err = q.s.Put(context.Background(), ms[0], producer)
+		_, err = q.s.Put(context.Background(), ms[0], queue)
 	} else {
-		q.results[producer], err = q.s.PutBatchInto(context.Background(), ms, producer, q.results[producer])
+		q.results[producer], err = q.s.PutBatchInto(context.Background(), ms, queue, q.results[producer])
 	}
 	return err
 }
@@ -133,10 +155,10 @@ func (q *mqliteQueue) Syncs() int64 {
 	return st.Throughput.Flushes
 }
 
-// NewConsumer reads queue 0 with the reader of the queue's Params:
-// ReadQueue, or a push or pull consumer of the whole topic (only queue 0
-// has messages) with default options but for starting at the first
-// offset.
+// NewConsumer reads with the reader of the queue's Params: ReadQueue of
+// queue 0, or a push or pull consumer of the whole topic (its backlog
+// spread over the queues) with default options but for starting at the
+// first offset.
 func (q *mqliteQueue) NewConsumer() (Consumer, error) {
 	switch q.reader {
 	case ReaderPush:

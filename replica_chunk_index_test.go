@@ -18,7 +18,8 @@ import (
 // received bytes (dispatch_chunk.go), across segment rolls, and ends with
 // the indexes the primary built: the same ConsumeQueue files byte for
 // byte, the same answers to queue reads, MessageByID and MessagesByKey,
-// and a clean Verify. Both flush modes.
+// and a clean Verify. Both flush modes. A chunk the dispatcher is not at
+// is left to its loop.
 func TestReplicaIndexesLargeChunksFromTheirBytes(t *testing.T) {
 	for _, flush := range []FlushMode{FlushAsync, FlushSync} {
 		t.Run(flush.String(), func(t *testing.T) {
@@ -60,6 +61,17 @@ func TestReplicaIndexesLargeChunksFromTheirBytes(t *testing.T) {
 			rep, err := r.Verify(ctx, nil)
 			require.NoError(t, err)
 			require.True(t, rep.OK, "%+v", rep)
+
+			// A chunk that does not start where the dispatcher stands, or
+			// that is not in the log, is left to the loop: nothing changes.
+			junk := bytes.Repeat([]byte{7}, chunkDispatchMin)
+			require.False(t, r.disp.dispatchChunk(end-100, junk))
+			require.False(t, r.disp.dispatchChunk(end, junk))
+			r.disp.run.Lock()
+			require.Equal(t, chunked, r.disp.chunked)
+			require.Equal(t, end, r.disp.next)
+			r.disp.run.Unlock()
+			require.Equal(t, end, r.disp.dispatched())
 		})
 	}
 }

@@ -11,10 +11,8 @@ import "sync/atomic"
 // markBlock bytes, where the first record starting in it is; a large span
 // then ends at the last noted start below its limit, and only the frames
 // at its two ends are checked (the replica checks every frame and CRC as
-// it appends). AppendRaw notes the starts of the frames it took, so that
-// a replica promoted to primary serves catch-ups the same way. Segments
-// written before Open, or read-only, have no notes and are walked as
-// before.
+// it appends). Segments written before Open, by AppendRaw (a replica),
+// or read-only have no notes and are walked as before.
 
 const (
 	markShift = 15 // 32 KiB blocks: 8 KiB of notes for a 1 GiB segment
@@ -112,17 +110,4 @@ func (l *Log) markedSpan(s *segment, w, pos int64, max int) (end int64, ok bool)
 func (l *Log) isFrame(s *segment, pos int64) bool {
 	_, k, _ := l.check(s, pos, false)
 	return k == kRecord || k == kBlank
-}
-
-// markFrames notes the record starts of b, whole frames AppendRaw checked,
-// written at pos of s.
-func markFrames(s *segment, pos int64, b []byte, segSize int64) {
-	for p := 0; p+8 <= len(b); {
-		size := int(le.Uint32(b[p:]))
-		if le.Uint32(b[p+4:]) != MagicV1 || size <= 0 {
-			return // the end-of-segment marker
-		}
-		s.markStart(pos+int64(p), segSize)
-		p += size
-	}
 }

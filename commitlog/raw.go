@@ -190,7 +190,6 @@ func (l *Log) appendRaw(off int64, b []byte, sum *[2]uint32) (end int64, err err
 	} else if err := l.writeAt(cur, pos, b); err != nil { // reserves too
 		return 0, err
 	}
-	markFrames(cur, pos, b, l.opts.SegmentSize)
 	l.wrote.Store(end)
 	// A small chunk that ends its segment is the tail of a catch-up's
 	// large ones (ReadRaw stops at a segment's end): no warming for it.

@@ -271,8 +271,7 @@ func (sd *sender) chunk(s *Store, next, end int64, limit int) (int64, error) {
 		// past end (read before): the primary's end is at least what is
 		// sent.
 		primaryEnd := max(end, next+int64(len(b)))
-		mid := (next+int64(len(b)))%s.opts.SegmentSize != 0
-		putFrameHeader(sd.hdr[:], frame{kind: frameChunk, offset: next, primaryEnd: primaryEnd, midSegment: mid}, b)
+		putFrameHeader(sd.hdr[:], frame{kind: frameChunk, offset: next, primaryEnd: primaryEnd}, b)
 		if sd.bw.Buffered() > 0 {
 			if err := sd.bw.Flush(); err != nil {
 				return err

@@ -225,10 +225,6 @@ type frame struct {
 	// trusted either.
 	seed      uint32
 	unchecked bool
-	// midSegment (sending): the chunk ends inside its segment, so it holds
-	// no end-of-segment marker and nothing its records' CRCs do not
-	// cover: putFrameHeader need not walk its frames to find one.
-	midSegment bool
 }
 
 func putFrameHeader(h []byte, f frame, body []byte) {
@@ -238,9 +234,7 @@ func putFrameHeader(h []byte, f frame, body []byte) {
 	wle.PutUint64(h[16:], uint64(f.primaryEnd))
 	c := crc32.Checksum(h[:24], crcTable)
 	if f.kind == frameChunk {
-		if !f.midSegment {
-			c = commitlog.UncoveredCRC(c, body)
-		}
+		c = commitlog.UncoveredCRC(c, body)
 	} else {
 		c = crc32.Update(c, crcTable, body)
 	}

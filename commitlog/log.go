@@ -463,7 +463,6 @@ func (l *Log) appendLocked(as []Appender, total int) (first, end int64, err erro
 		le.PutUint64(rec[20:], uint64(synced))
 		a.EncodePayload(rec[FrameSize:], w)
 		le.PutUint32(rec[8:], frameCRC(rec))
-		cur.markStart(pos+int64(at), l.opts.SegmentSize)
 		at += n
 		w += int64(n)
 	}

@@ -78,9 +78,6 @@ func (l *Log) rawSpan(snap *snapshot, w, from int64, max int) (s *segment, pos, 
 		return nil, 0, 0, fmt.Errorf("mqlite/commitlog: offset %d: %w", from, errs.ErrNotFound)
 	}
 	pos = from - s.start
-	if end, ok := l.markedSpan(s, w, pos, max); ok {
-		return s, pos, end, nil
-	}
 	end = pos
 	for s.start+end < w && end < l.opts.SegmentSize {
 		n, k, reason := l.check(s, end, false) // the replica checks each CRC as it appends
@@ -301,7 +298,6 @@ func (l *Log) TruncateTo(off int64) error {
 	if w > s.start+l.opts.SegmentSize {
 		hi = l.opts.SegmentSize // the rest, a marker included
 	}
-	s.unmarkFrom(pos)
 	if pos < hi {
 		clear(s.buf[pos:hi])
 		if err := s.m.Sync(int(pos), int(hi-pos)); err != nil {

@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"sync/atomic"
 	"syscall"
 
 	"github.com/mqlite/mqlite/internal/errs"
@@ -39,9 +38,6 @@ type segment struct {
 	// recycled: the file is a spare's (recycle.go), whose blocks are
 	// written already, so it is not pre-written (prewrite.go).
 	recycled bool
-	// marks notes where records start, for the segments this log
-	// appends to (marks.go); nil until the first append.
-	marks atomic.Pointer[marks]
 }
 
 func segmentName(start int64) string { return fmt.Sprintf("%020d", start) }

@@ -51,6 +51,7 @@ type dispatcher struct {
 	woke     bool   // the last catchUp woke a reader
 	wokeMark uint64 // ran when it did (see yield)
 	onYield  func() // test hook: a sender yields to the readers it woke
+	chunked  int64  // records dispatched from received chunks (dispatch_chunk.go)
 
 	queues map[string][]*consumequeue.Queue // topic -> queue id -> queue
 	batch  batch                            // records scanned, not yet applied (dispatch_record.go)
@@ -196,6 +197,14 @@ func (d *dispatcher) catchUp(to int64) error {
 		return nil
 	}
 	next, err := d.s.log.Scan(d.next, to, d.verify, d.dispatch)
+	return d.publish(next, err)
+}
+
+// publish ends a catch-up that scanned up to next (err: how it ended):
+// it applies the batch, moves next and the published progress to the
+// first record not applied, wakes the readers that can go, and signals
+// the delay scheduler. The caller holds run.
+func (d *dispatcher) publish(next int64, err error) error {
 	if ferr := d.apply(); err == nil {
 		err = ferr
 	}

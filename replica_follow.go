@@ -206,6 +206,7 @@ func (s *Store) receive(ctx context.Context, br *bufio.Reader, w io.Writer, prim
 	last := map[string][]byte{}
 	known := s.repl.epochCount()
 	for {
+		indexed := false // this frame's records dispatched from its bytes (dispatch_chunk.go)
 		fr, body, err := readFrame(br, buf, limit)
 		buf = body
 		if err != nil {
@@ -225,6 +226,7 @@ func (s *Store) receive(ctx context.Context, br *bufio.Reader, w io.Writer, prim
 				if err := s.appendChunk(fr, body); err != nil {
 					return err
 				}
+				indexed = len(body) >= chunkDispatchMin && s.disp.dispatchChunk(fr.offset, body)
 				s.repl.primaryEnd.Store(fr.primaryEnd) // checked with the chunk
 				if known < len(primary) && primary[known].Start <= s.log.WrotePosition() {
 					if err := s.repl.adoptEpochs(s.repl.epochID(), primary); err != nil {
@@ -235,7 +237,9 @@ func (s *Store) receive(ctx context.Context, br *bufio.Reader, w io.Writer, prim
 			}
 		}
 		if br.Buffered() > 0 {
-			s.disp.notify()
+			if !indexed {
+				s.disp.notify()
+			}
 			continue // acknowledge once caught up with what arrived: one ack for many chunks
 		}
 		if err := writeAck(w, s.log.WrotePosition(), s.log.FlushedPosition()); err != nil {

@@ -402,9 +402,12 @@ func TestSyncFailureFailsEveryWaiter(t *testing.T) {
 			out <- outcome{r, m.Body, err}
 		}()
 	}
-	// Every sender has appended and armed its flush timer: all 64 wait on
-	// the group commit whose sync is blocked in the injector.
-	waitFor(t, "64 waiting senders", func() bool { return clk.Waiters() >= baseline+waiters })
+	// Every sender has appended and armed its flush timer, and the group
+	// commit's sync has reached the injector (a sender can arm its timer
+	// before the flusher gets there): all 64 wait on that one sync.
+	waitFor(t, "64 waiting senders and a sync", func() bool {
+		return clk.Waiters() >= baseline+waiters && syncs.Load() >= 1
+	})
 	require.EqualValues(t, 1, syncs.Load(), "one sync in flight for all of them")
 	releaseSync()
 	var failed []plMsg

@@ -3,7 +3,6 @@ package mqlite
 import (
 	"context"
 	"fmt"
-	"io"
 	"sync"
 	"testing"
 	"time"
@@ -96,8 +95,7 @@ func TestReplicationSyncTimeoutWithReusedTimers(t *testing.T) {
 	ro := replOpts(clock.Real, Options{})
 	r := openReplica(t, vfs.NewMem(), "/r", ro)
 	defer r.Close()
-	var sc *stallConn
-	stop := link(p, r, func(c io.ReadWriteCloser) io.ReadWriteCloser { sc = newStallConn(c); return sc })
+	sc, stop := linkStalling(p, r)
 	defer stop()
 	require.NoError(t, p.WaitReplicated(ctx, 0, 1))
 
@@ -146,8 +144,7 @@ func TestReplicationSyncStuckSenderDoesNotHideRecords(t *testing.T) {
 	defer p.Close()
 	r := openReplica(t, vfs.NewMem(), "/r", o)
 	defer r.Close()
-	var sc *stallConn
-	stop := link(p, r, func(c io.ReadWriteCloser) io.ReadWriteCloser { sc = newStallConn(c); return sc })
+	sc, stop := linkStalling(p, r)
 	defer stop()
 	require.NoError(t, p.WaitReplicated(ctx, 0, 1))
 

@@ -23,6 +23,14 @@ type stallConn struct {
 	stalled bool
 }
 
+// linkStalling is link with the replica's end of the stream a stallConn,
+// for the test to stall and resume.
+func linkStalling(p, r *Store) (*stallConn, func() (perr, rerr error)) {
+	var sc *stallConn
+	stop := link(p, r, func(c io.ReadWriteCloser) io.ReadWriteCloser { sc = newStallConn(c); return sc })
+	return sc, stop
+}
+
 func newStallConn(c io.ReadWriteCloser) *stallConn {
 	s := &stallConn{ReadWriteCloser: c, open: make(chan struct{})}
 	close(s.open)
@@ -75,8 +83,7 @@ func TestReplicationSyncWaitsForTheReplica(t *testing.T) {
 
 	r := openReplica(t, vfs.NewMem(), "/r", o)
 	defer r.Close()
-	var sc *stallConn
-	stop := link(p, r, func(c io.ReadWriteCloser) io.ReadWriteCloser { sc = newStallConn(c); return sc })
+	sc, stop := linkStalling(p, r)
 	require.NoError(t, p.WaitReplicated(ctx, p.log.WrotePosition(), 1))
 	for i := range 50 {
 		res, err := p.Put(ctx, &Message{Topic: "t", Body: body(i)}, 0)
@@ -111,8 +118,7 @@ func TestReplicationAsyncIgnoresAStalledReplica(t *testing.T) {
 	defer p.Close()
 	r := openReplica(t, vfs.NewMem(), "/r", o)
 	defer r.Close()
-	var sc *stallConn
-	stop := link(p, r, func(c io.ReadWriteCloser) io.ReadWriteCloser { sc = newStallConn(c); return sc })
+	sc, stop := linkStalling(p, r)
 	defer stop()
 	require.NoError(t, p.WaitReplicated(ctx, 0, 1))
 	sc.stall()
@@ -135,8 +141,7 @@ func TestReplicationSyncTooFarBehindIsNotInSync(t *testing.T) {
 	defer p.Close()
 	r := openReplica(t, vfs.NewMem(), "/r", o)
 	defer r.Close()
-	var sc *stallConn
-	stop := link(p, r, func(c io.ReadWriteCloser) io.ReadWriteCloser { sc = newStallConn(c); return sc })
+	sc, stop := linkStalling(p, r)
 	defer stop()
 	require.NoError(t, p.WaitReplicated(ctx, 0, 1))
 	_, err = p.Put(ctx, &Message{Topic: "t", Body: []byte("in sync")}, 0)
@@ -172,8 +177,7 @@ func TestRetentionKeepsWhatAnInSyncReplicaNeeds(t *testing.T) {
 	defer p.Close()
 	r := openReplica(t, vfs.NewMem(), "/r", o)
 	defer r.Close()
-	var sc *stallConn
-	stop := link(p, r, func(c io.ReadWriteCloser) io.ReadWriteCloser { sc = newStallConn(c); return sc })
+	sc, stop := linkStalling(p, r)
 	defer stop()
 	_, err = p.Put(ctx, &Message{Topic: "t", Body: []byte("first")}, 0)
 	require.NoError(t, err)

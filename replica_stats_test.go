@@ -28,8 +28,7 @@ func TestStatsReplication(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, ReplicationStats{Role: Replica, Mode: ReplicationAsync}, rs.Replication)
 
-	var sc *stallConn
-	stop := link(p, r, func(c io.ReadWriteCloser) io.ReadWriteCloser { sc = newStallConn(c); return sc })
+	sc, stop := linkStalling(p, r)
 	for i := range 20 {
 		_, err := p.Put(ctx, &Message{Topic: "t", Body: body(i)}, i%2)
 		require.NoError(t, err)

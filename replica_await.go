@@ -19,9 +19,9 @@ import (
 // (stream): the records are indexed during the round trip, in one batch.
 // A sender can be stuck in a write to a replica that stopped reading, so
 // each send also makes sure of its records once its wait ends (a no-op
-// when the sender did it): readers on the primary never wait for a
-// replica longer than ReplicationOptions.Timeout, and a send's records
-// are readable when it returns, as without a replica.
+// when the sender did it), as a send without a replica does: it indexes
+// them itself or wakes the indexer, so readers on the primary never wait
+// for a replica longer than ReplicationOptions.Timeout.
 
 // shipsFirst reports whether a send's records are dispatched by the
 // replicas' senders after they ship them, instead of by the send: a

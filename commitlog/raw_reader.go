@@ -93,10 +93,13 @@ func (r *RawReader) walk(s *segment, pos, n, w int64) (int64, error) {
 			if end > 0 {
 				break // the next chunk's
 			}
-			if err := r.fill(s, pos, n, need); err != nil {
-				return 0, err
+			// A first frame longer than n: its header, then all of it.
+			for ; need > n; need = frameNeeds(r.buf[:n], rest) {
+				if err := r.fill(s, pos, n, need); err != nil {
+					return 0, err
+				}
+				n = need
 			}
-			n = need
 		}
 		size, k, reason := checkFrame(r.buf[end:n], rest, s.start+at, false) // the replica checks each CRC as it appends
 		switch k {

@@ -161,7 +161,7 @@ func (r *RawReader) fill(s *segment, pos, from, to int64) error {
 		return nil
 	}
 	if err == nil || errors.Is(err, io.EOF) {
-		err = fmt.Errorf("%d of %d bytes: %w", k, to-from, io.ErrUnexpectedEOF)
+		return errs.Corrupt(s.path, pos+from, "the segment file ends %d bytes into a read of %d", k, to-from)
 	}
 	return fmt.Errorf("mqlite/commitlog: read %s at %d: %w", s.path, pos+from, err)
 }

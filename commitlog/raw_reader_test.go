@@ -2,6 +2,8 @@ package commitlog
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -133,4 +135,48 @@ func TestRawReaderSegmentRemovedWhileRead(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, wantNext, next)
 	require.Equal(t, want, b)
+}
+
+// TestRawReaderDamagedSegment: zeros or a bad magic where a record should
+// be, and a segment file cut short under the log, are ErrCorrupt, not a
+// panic, and hand over nothing.
+func TestRawReaderDamagedSegment(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "commitlog")
+	l := openLog(t, vfs.OS, dir, 1<<20)
+	defer l.Close()
+	r := l.NewRawReader()
+	if r == nil {
+		t.Skip("the OS file system's reads do not promise to see the mappings here")
+	}
+	defer r.Close()
+	var offs []int64
+	for i := range 40 {
+		off, err := l.Append(bytesAppender(payload(i, 1000)))
+		require.NoError(t, err)
+		offs = append(offs, off)
+	}
+	path := l.Segments()[0].Path
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	require.NoError(t, err)
+	defer f.Close()
+	_, err = f.WriteAt(make([]byte, 8), offs[3]) // zeros: size and magic
+	require.NoError(t, err)
+	_, err = f.WriteAt([]byte{1, 2, 3, 4}, offs[6]+4) // a bad magic
+	require.NoError(t, err)
+	for _, from := range []int64{offs[3], offs[6]} {
+		b, next, err := r.Read(from, 4096)
+		require.ErrorIs(t, err, errs.ErrCorrupt, "at %d", from)
+		require.Nil(t, b)
+		require.Equal(t, from, next)
+	}
+	b, next, err := r.Read(offs[1], int(offs[3]-offs[1])) // ends before the damage
+	require.NoError(t, err)
+	require.Equal(t, offs[3], next)
+	require.Len(t, b, int(offs[3]-offs[1]))
+	require.NoError(t, f.Truncate(offs[10]))
+	b, next, err = r.Read(offs[8], 1<<16)
+	require.ErrorIs(t, err, errs.ErrCorrupt)
+	require.Nil(t, b)
+	require.Equal(t, offs[8], next)
+	require.NoError(t, f.Truncate(1<<20)) // the log's own Close reads the mapping
 }

@@ -6,12 +6,15 @@ import (
 	"bufio"
 	"context"
 	"encoding/binary"
+	"fmt"
 	"io"
 	"net"
 	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -298,4 +301,59 @@ func (g *echoGroup) readAcks() {
 		g.ackCh = make(chan struct{})
 		g.ackMu.Unlock()
 	}
+}
+
+// segCopyTime is a plain TCP copy of the same bytes the catch-up sends:
+// the first n bytes of p's CommitLog, read from its segment files through
+// the page cache (pread into one reused 256 KiB buffer) and written to the
+// child's sink, until the sink has read them all.
+func (r *remote) segCopyTime(p *Store, n int64) time.Duration {
+	dir := p.path("commitlog")
+	seg := p.opts.SegmentSize
+	conn, err := net.Dial("tcp", r.sink)
+	if err != nil {
+		r.b.Fatal(err)
+	}
+	defer conn.Close()
+	buf := make([]byte, 256<<10)
+	t := time.Now()
+	for start := int64(0); start < n; start += seg {
+		f, err := os.Open(filepath.Join(dir, fmt.Sprintf("%020d", start)))
+		if err != nil {
+			r.b.Fatal(err)
+		}
+		for pos, end := int64(0), min(seg, n-start); pos < end; {
+			k, err := f.ReadAt(buf[:min(int64(len(buf)), end-pos)], pos)
+			if k == 0 && err != nil {
+				r.b.Fatal(err)
+			}
+			if _, err := conn.Write(buf[:k]); err != nil {
+				r.b.Fatal(err)
+			}
+			pos += int64(k)
+		}
+		f.Close()
+	}
+	if err := conn.(*net.TCPConn).CloseWrite(); err != nil {
+		r.b.Fatal(err)
+	}
+	var one [1]byte
+	if _, err := io.ReadFull(conn, one[:]); err != nil {
+		r.b.Fatal(err)
+	}
+	return time.Since(t)
+}
+
+// procFaults is the minor page faults a process took so far, from /proc.
+func procFaults(b *testing.B, pid int) int64 {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	f := strings.Fields(string(raw[strings.LastIndexByte(string(raw), ')')+1:]))
+	v, err := strconv.ParseInt(f[7], 10, 64) // minflt (field 10)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return v
 }

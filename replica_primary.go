@@ -10,6 +10,7 @@ import (
 	"slices"
 	"sync/atomic"
 
+	"github.com/mqlite/mqlite/commitlog"
 	"github.com/mqlite/mqlite/internal/errs"
 )
 
@@ -132,7 +133,13 @@ func (s *Store) serve(ctx context.Context, conn io.ReadWriteCloser) error {
 		ackErr = s.repl.readAcks(br, ss)
 	}()
 	ss.ready.Store(true)
-	err = s.stream(ctx, &sender{bw: bw, conn: conn}, ss, rp.start, ackDone)
+	sd := &sender{bw: bw, conn: conn, rd: s.log.NewRawReader()}
+	err = s.stream(ctx, sd, ss, rp.start, ackDone)
+	if sd.rd != nil {
+		if cerr := sd.rd.Close(); cerr != nil {
+			s.opts.Logger.Warn("mqlite: serve replica: close a segment file", "err", cerr)
+		}
+	}
 	conn.Close() // ends readAcks
 	<-ackDone
 	if err == nil {
@@ -252,40 +259,60 @@ func (r *replication) readAcks(br *bufio.Reader, ss *session) error {
 	}
 }
 
-// sender writes frames to a replica: a chunk goes to the conn straight
-// from the CommitLog's mapping, its header and body in one writev on a
-// TCP conn (net.Buffers), without a copy through a buffer; metadata and
-// heartbeats go through bw, flushed before the next chunk.
+// sender writes frames to a replica: a chunk goes to the conn in one
+// writev on a TCP conn (net.Buffers), its header and its body, without a
+// copy through bw; metadata and heartbeats go through bw, flushed before
+// the next chunk. A large chunk (catching up) is read from the segment
+// file into rd's buffer (commitlog.RawReader), a small one (keeping up)
+// is sent straight from the CommitLog's mapping.
 type sender struct {
 	bw   *bufio.Writer
 	conn io.Writer
+	rd   *commitlog.RawReader // nil: every chunk from the mapping
 	hdr  [frameHeader]byte
 	bufs net.Buffers
 }
 
+// readChunkMin is the backlog from which the sender reads a chunk with
+// the RawReader: below it, the few records a sync send waits for go
+// from the mapping, where they are still in the CPU's cache.
+const readChunkMin = 64 << 10
+
 // chunk sends the CommitLog from next (at most limit bytes, or one whole
 // record); it returns where the next chunk starts.
 func (sd *sender) chunk(s *Store, next, end int64, limit int) (int64, error) {
-	n, err := s.log.ViewRaw(next, limit, func(b []byte) error {
-		// ViewRaw reads to the log's end as it is now, which may lie
-		// past end (read before): the primary's end is at least what is
-		// sent.
-		primaryEnd := max(end, next+int64(len(b)))
-		putFrameHeader(sd.hdr[:], frame{kind: frameChunk, offset: next, primaryEnd: primaryEnd}, b)
-		if sd.bw.Buffered() > 0 {
-			if err := sd.bw.Flush(); err != nil {
-				return err
-			}
+	var n int64
+	var err error
+	if sd.rd != nil && end-next >= readChunkMin {
+		var b []byte
+		if b, n, err = sd.rd.Read(next, limit); err == nil && len(b) > 0 {
+			err = sd.send(next, end, b)
 		}
-		sd.bufs = append(sd.bufs[:0], sd.hdr[:], b)
-		bufs := sd.bufs // WriteTo consumes its receiver
-		_, err := bufs.WriteTo(sd.conn)
-		return err
-	})
+	} else {
+		n, err = s.log.ViewRaw(next, limit, func(b []byte) error { return sd.send(next, end, b) })
+	}
 	if err != nil {
 		return next, fmt.Errorf("mqlite: serve replica: send the CommitLog at %d: %w", next, err)
 	}
 	return n, nil
+}
+
+// send writes the chunk b, the CommitLog from next; end is the log's end
+// read before.
+func (sd *sender) send(next, end int64, b []byte) error {
+	// The chunk may reach past end (the log grew since): the primary's
+	// end is at least what is sent.
+	primaryEnd := max(end, next+int64(len(b)))
+	putFrameHeader(sd.hdr[:], frame{kind: frameChunk, offset: next, primaryEnd: primaryEnd}, b)
+	if sd.bw.Buffered() > 0 {
+		if err := sd.bw.Flush(); err != nil {
+			return err
+		}
+	}
+	sd.bufs = append(sd.bufs[:0], sd.hdr[:], b)
+	bufs := sd.bufs // WriteTo consumes its receiver
+	_, err := bufs.WriteTo(sd.conn)
+	return err
 }
 
 // stream ships the CommitLog from next on, heartbeats and metadata, until

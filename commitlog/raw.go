@@ -61,21 +61,8 @@ func (l *Log) ViewRaw(from int64, max int, fn func(b []byte) error) (next int64,
 
 // rawSpan finds the frames ViewRaw hands over: [pos, end) of s.
 func (l *Log) rawSpan(snap *snapshot, w, from int64, max int) (s *segment, pos, end int64, err error) {
-	if from >= w {
-		if from > w {
-			return nil, 0, 0, fmt.Errorf("mqlite/commitlog: read from %d past the write position %d: %w", from, w, errs.ErrInvalidArgument)
-		}
-		return nil, 0, 0, nil
-	}
-	if from%l.opts.SegmentSize == 0 && from > 0 && snap.at(from, l.opts.SegmentSize) == nil {
-		return nil, 0, 0, fmt.Errorf("mqlite/commitlog: offset %d: %w", from, errs.ErrNotFound)
-	}
-	s = snap.at(from, l.opts.SegmentSize)
-	if s == nil {
-		if len(snap.segs) > 0 && from < snap.segs[0].start {
-			return nil, 0, 0, removedErr(from, snap.segs[0].start)
-		}
-		return nil, 0, 0, fmt.Errorf("mqlite/commitlog: offset %d: %w", from, errs.ErrNotFound)
+	if s, err = l.segmentAt(snap, w, from); err != nil || s == nil {
+		return nil, 0, 0, err
 	}
 	pos = from - s.start
 	end = pos
@@ -97,6 +84,25 @@ func (l *Log) rawSpan(snap *snapshot, w, from int64, max int) (s *segment, pos, 
 		}
 	}
 	return s, pos, end, nil
+}
+
+// segmentAt finds the segment of snap holding from, below the write
+// position w: nil and no error when from is w (nothing to read).
+func (l *Log) segmentAt(snap *snapshot, w, from int64) (*segment, error) {
+	if from >= w {
+		if from > w {
+			return nil, fmt.Errorf("mqlite/commitlog: read from %d past the write position %d: %w", from, w, errs.ErrInvalidArgument)
+		}
+		return nil, nil
+	}
+	s := snap.at(from, l.opts.SegmentSize)
+	if s == nil {
+		if len(snap.segs) > 0 && from < snap.segs[0].start && (from%l.opts.SegmentSize != 0 || from == 0) {
+			return nil, removedErr(from, snap.segs[0].start)
+		}
+		return nil, fmt.Errorf("mqlite/commitlog: offset %d: %w", from, errs.ErrNotFound)
+	}
+	return s, nil
 }
 
 // AppendRaw appends b, whole frames a primary's ReadRaw returned, at

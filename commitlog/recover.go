@@ -26,11 +26,16 @@ const (
 // check classifies the bytes at pos of s. It never reads outside the
 // segment and never trusts a length before bounding it.
 func (l *Log) check(s *segment, pos int64, verifyCRC bool) (int64, kind, string) {
-	rest := l.opts.SegmentSize - pos
+	return checkFrame(s.buf[pos:], l.opts.SegmentSize-pos, s.start+pos, verifyCRC)
+}
+
+// checkFrame is check of the frame at the start of b, which stands at
+// offset off of the log, rest bytes before its segment's end: b holds at
+// least the frame's header and, if its size is at most rest, all of it.
+func checkFrame(b []byte, rest, off int64, verifyCRC bool) (int64, kind, string) {
 	if rest == 0 {
 		return 0, kBlank, ""
 	}
-	b := s.buf[pos:]
 	if rest < BlankSize {
 		if isZero(b) {
 			return 0, kZero, ""
@@ -56,7 +61,7 @@ func (l *Log) check(s *segment, pos int64, verifyCRC bool) (int64, kind, string)
 	rec := b[:size]
 	// The offset first: it is cheaper, and it is what tells a recycled
 	// segment's old records (recycle.go) from this life's.
-	if p := int64(le.Uint64(rec[12:])); p != s.start+pos {
+	if p := int64(le.Uint64(rec[12:])); p != off {
 		return 0, kBad, fmt.Sprintf("record stores offset %d", p)
 	}
 	if verifyCRC && le.Uint32(rec[8:]) != frameCRC(rec) {

@@ -69,48 +69,6 @@ func BenchmarkConsume(b *testing.B) {
 			benchPoll(b, ConsumerOptions{ConsumeFromWhere: ConsumeFromFirstOffset, ReuseMessages: reuse})
 		})
 	}
-	b.Run("push/batch1/perqueue", benchPushPerQueue)
-}
-
-// benchPushPerQueue is push/batch1 with a handler that counts per queue,
-// each queue's counter on its own cache line, as the harness's push row
-// counts: what the consumer costs without a counter that every handler
-// goroutine shares (on two cores its cache line moves at every call).
-func benchPushPerQueue(b *testing.B) {
-	s := backlog(b, b.N)
-	var want [4]int64 // backlog's batches of 64 go round the 4 queues
-	for i := 0; i < b.N; i += 64 {
-		want[(i/64)%4] += int64(min(64, b.N-i))
-	}
-	var got [4]struct {
-		n atomic.Int64
-		_ [56]byte
-	}
-	done := make(chan struct{}, len(want))
-	c, err := s.NewPushConsumer("g", ConsumerOptions{ConsumeFromWhere: ConsumeFromFirstOffset})
-	if err != nil {
-		b.Fatal(err)
-	}
-	c.Subscribe("bench", nil)
-	b.ReportAllocs()
-	kc := startKernelCost()
-	b.ResetTimer()
-	c.Start(func(_ context.Context, msgs []*MessageExt) ConsumeResult {
-		q := msgs[0].QueueID
-		if got[q].n.Add(int64(len(msgs))) == want[q] {
-			done <- struct{}{}
-		}
-		return ConsumeSuccess
-	})
-	for _, w := range want {
-		if w > 0 {
-			<-done
-		}
-	}
-	b.StopTimer()
-	kc.report(b)
-	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
-	c.Close()
 }
 
 func benchPushConsume(b *testing.B, o ConsumerOptions) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/mqlite/mqlite"
 )
@@ -227,10 +228,12 @@ func (c *mqlitePull) Close() error { return c.c.Close() }
 // mqlitePush reads with a push consumer whose handler counts the messages
 // and their body bytes (a Counter: the consume row calls Count, not Next).
 type mqlitePush struct {
-	c        *mqlite.PushConsumer
-	count    *queueCount // per queue; closes count.reached at Count's n
-	once     sync.Once
-	startErr error
+	c           *mqlite.PushConsumer
+	msgs, bytes atomic.Int64
+	target      atomic.Int64  // Count's n; the handler closes reached at it
+	reached     chan struct{} // closed once msgs reaches target
+	once        sync.Once
+	startErr    error
 	// For Next: the bodies not yet taken, in arrival order (not queue
 	// order: 20 handler goroutines), and a wake-up for a waiting Next.
 	mu     sync.Mutex
@@ -246,7 +249,9 @@ func newMqlitePush(s *mqlite.Store) (Consumer, error) {
 	if err := c.Subscribe(mqliteTopic, nil); err != nil {
 		return nil, errors.Join(err, c.Close())
 	}
-	return &mqlitePush{c: c, count: newQueueCount(), arrive: make(chan struct{}, 1)}, nil
+	p := &mqlitePush{c: c, reached: make(chan struct{}), arrive: make(chan struct{}, 1)}
+	p.target.Store(-1)
+	return p, nil
 }
 
 // start starts the handler once: counting only (Count), or also keeping
@@ -269,8 +274,10 @@ func (c *mqlitePush) start(keep bool) error {
 				default:
 				}
 			}
-			if len(ms) > 0 { // a call's messages are of one queue
-				c.count.add(ms[0].QueueID, int64(len(ms)), b)
+			c.bytes.Add(b)
+			n, t := c.msgs.Add(int64(len(ms))), c.target.Load()
+			if t >= 0 && n >= t && n-int64(len(ms)) < t { // this call passed the target
+				close(c.reached)
 			}
 			return mqlite.ConsumeSuccess
 		})
@@ -280,17 +287,16 @@ func (c *mqlitePush) start(keep bool) error {
 
 // Count starts the consumer and waits until n messages have arrived.
 func (c *mqlitePush) Count(ctx context.Context, n int64) (msgs, bytes int64, err error) {
-	c.count.target.Store(n)
+	c.target.Store(n)
 	if err := c.start(false); err != nil {
 		return 0, 0, err
 	}
 	select {
-	case <-c.count.reached:
+	case <-c.reached:
 	case <-ctx.Done():
 		err = ctx.Err()
 	}
-	msgs, bytes = c.count.sum()
-	return msgs, bytes, err
+	return c.msgs.Load(), c.bytes.Load(), err
 }
 
 // Next returns the bodies that arrived since the last call, waiting for

@@ -32,10 +32,11 @@ const blockBytes = 14336
 var extsPerBlock = blockBytes / int(unsafe.Sizeof(MessageExt{}))
 
 // DecodeAt is the package's DecodeAt into the batch: it checks the payload
-// of the record stored at CommitLog offset off and returns its copy.
+// of the record stored at CommitLog offset off and returns its copy. A
+// payload that fails the check takes nothing from the batch.
 func (b *Batch) DecodeAt(p []byte, off int64) (*MessageExt, error) {
-	if err := CheckPayload(p); err != nil {
-		return nil, err
+	if len(p) < FixedSize { // decodedSize needs the fixed part; decodeInto checks the rest
+		return nil, ErrTruncated
 	}
 	if b.pool != nil {
 		return b.decodePooled(p, off)

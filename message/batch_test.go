@@ -82,6 +82,23 @@ func TestBatchRejectsDamage(t *testing.T) {
 	if _, err := b.DecodeAt(props, 0); !errors.Is(err, errs.ErrCorrupt) {
 		t.Fatalf("malformed properties: %v, want ErrCorrupt", err)
 	}
+	// A name with no value separator after it, and lengths that point
+	// past the record, through a Pool's Batch too.
+	noValue := encodeForTest(&Message{Topic: "t", Properties: map[string]string{"a": "1"}}, &Meta{})
+	noValue[len(noValue)-1] = 'x' // the value separator after "1"
+	long := bytes.Clone(good)
+	byteOrder.PutUint32(long[posBodyLen:], uint32(len(good))) // the body runs past the end
+	var pool Pool
+	pb := pool.Get()
+	for _, bad := range [][]byte{noValue, long} {
+		if _, err := b.DecodeAt(bad, 0); !errors.Is(err, errs.ErrCorrupt) {
+			t.Fatalf("damaged payload %x: %v, want ErrCorrupt", bad, err)
+		}
+		if _, err := pb.DecodeAt(bad, 0); !errors.Is(err, errs.ErrCorrupt) {
+			t.Fatalf("damaged payload %x through a pool: %v, want ErrCorrupt", bad, err)
+		}
+	}
+	pool.Put(pb)
 	if len(b.exts) != 0 && len(b.exts) != extsPerBlock {
 		t.Fatalf("failed decodes used slots: %d left of %d", len(b.exts), extsPerBlock)
 	}

@@ -247,23 +247,33 @@ type View []byte
 // CheckPayload validates the length fields of a payload: every length fits
 // in the bytes present and they add up exactly.
 func CheckPayload(b []byte) error {
+	_, _, _, err := payloadLens(b)
+	return err
+}
+
+// payloadLens reads and checks a payload's three length fields (see
+// CheckPayload) and returns them: decoding uses what it checked, so that a
+// record's lengths are read and checked once.
+func payloadLens(b []byte) (bodyLen, topicLen, propsLen int, err error) {
 	if len(b) < FixedSize {
-		return ErrTruncated
+		return 0, 0, 0, ErrTruncated
 	}
-	bodyLen := uint64(byteOrder.Uint32(b[posBodyLen:]))
-	p := uint64(posBody) + bodyLen
+	body := uint64(byteOrder.Uint32(b[posBodyLen:]))
+	p := uint64(posBody) + body
 	if p+2 > uint64(len(b)) {
-		return ErrTruncated
+		return 0, 0, 0, ErrTruncated
 	}
-	p += 2 + uint64(byteOrder.Uint16(b[p:]))
+	topic := uint64(byteOrder.Uint16(b[p:]))
+	p += 2 + topic
 	if p+2 > uint64(len(b)) {
-		return ErrTruncated
+		return 0, 0, 0, ErrTruncated
 	}
-	p += 2 + uint64(byteOrder.Uint16(b[p:]))
+	props := uint64(byteOrder.Uint16(b[p:]))
+	p += 2 + props
 	if p != uint64(len(b)) {
-		return fmt.Errorf("%w: payload lengths add up to %d, record holds %d", errs.ErrCorrupt, p, len(b))
+		return 0, 0, 0, fmt.Errorf("%w: payload lengths add up to %d, record holds %d", errs.ErrCorrupt, p, len(b))
 	}
-	return nil
+	return int(body), int(topic), int(props), nil
 }
 
 // QueueID returns the queue id.
@@ -363,15 +373,16 @@ func DecodeAt(b []byte, off int64, ext *MessageExt) error { return decode(b, off
 // and the message ID into one allocation; Body, Topic, MsgID and the
 // property strings point into it. Body's capacity ends at its length, so
 // appending to it copies and writing into it cannot change the strings.
+// decodeInto checks the payload before it allocates anything.
 func decode(b []byte, off int64, ext *MessageExt) error {
-	if err := CheckPayload(b); err != nil {
-		return err
+	if len(b) < FixedSize {
+		return ErrTruncated
 	}
 	return decodeInto(b, off, ext, make([]byte, decodedSize(len(b), off)))
 }
 
-// decodedSize is the length of the copy decode makes of a checked payload
-// of n bytes.
+// decodedSize is the length of the copy decode makes of a payload of n
+// (at least FixedSize) bytes.
 func decodedSize(n int, off int64) int {
 	if off >= 0 {
 		return n - posBody + idSize
@@ -382,16 +393,22 @@ func decodedSize(n int, off int64) int {
 // idSize is the length of a message ID.
 const idSize = 16
 
-// decodeInto is decode of a checked payload into tail, which is
-// decodedSize bytes and not shared with anything else.
+// decodeInto is decode of payload b into tail, which is decodedSize bytes
+// and not shared with anything else. It is the payload's check
+// (CheckPayload) too: it reads the length fields once, checks them, and
+// cuts the copy with the lengths it checked, so a caller need not check b
+// first; on an error ext and tail are left half written.
 func decodeInto(b []byte, off int64, ext *MessageExt, tail []byte) error {
-	v := View(b)
-	ext.QueueID = int(v.QueueID())
-	ext.QueueOffset = v.QueueOffset()
-	ext.StoreTimestamp = time.UnixMilli(v.StoreMs())
+	bodyLen, tn, pn, err := payloadLens(b)
+	if err != nil {
+		return err
+	}
+	ext.QueueID = int(int32(byteOrder.Uint32(b[posQueueID:])))
+	ext.QueueOffset = int64(byteOrder.Uint64(b[posQueueOffset:]))
+	ext.StoreTimestamp = time.UnixMilli(int64(byteOrder.Uint64(b[posStore:])))
 	m := &ext.Message
 	m.Flag = int32(byteOrder.Uint32(b[posFlag:]))
-	m.SysFlag = v.SysFlag()
+	m.SysFlag = byteOrder.Uint32(b[posSysFlag:])
 	m.BornTimestamp = time.UnixMilli(int64(byteOrder.Uint64(b[posBorn:])))
 	m.ReconsumeTimes = int32(byteOrder.Uint32(b[posReconsume:]))
 	m.PreparedTxOffset = int64(byteOrder.Uint64(b[posPreparedTx:]))
@@ -400,14 +417,11 @@ func decodeInto(b []byte, off int64, ext *MessageExt, tail []byte) error {
 		putID(tail[n:], off)
 		ext.MsgID = shared(tail[n:])
 	}
-	bodyLen := len(v.Body())
 	m.Body = tail[:bodyLen:bodyLen]
-	rest := tail[bodyLen:n]
-	tn := int(byteOrder.Uint16(rest))
-	m.Topic = shared(rest[2 : 2+tn])
-	rest = rest[2+tn:]
-	pn := int(byteOrder.Uint16(rest))
-	return decodeProps(rest[2:2+pn], m)
+	p := bodyLen + 2
+	m.Topic = shared(tail[p : p+tn])
+	p += tn + 2
+	return decodeProps(tail[p:p+pn], m)
 }
 
 // shared is a string over b, which must never change afterwards.
@@ -420,11 +434,21 @@ func shared(b []byte) string {
 
 func decodeProps(props []byte, m *Message) error {
 	for len(props) > 0 {
-		i := bytes.IndexByte(props, propNameSep)
-		j := bytes.IndexByte(props, propValueSep)
-		if i < 0 || j < i {
+		// A name is short: a plain loop finds its end sooner than an
+		// IndexByte call, and one pass also sees a value separator
+		// before it (malformed).
+		i := 0
+		for i < len(props) && props[i] != propNameSep && props[i] != propValueSep {
+			i++
+		}
+		if i == len(props) || props[i] != propNameSep {
 			return fmt.Errorf("%w: malformed properties", errs.ErrCorrupt)
 		}
+		j := bytes.IndexByte(props[i+1:], propValueSep)
+		if j < 0 {
+			return fmt.Errorf("%w: malformed properties", errs.ErrCorrupt)
+		}
+		j += i + 1
 		name, value := shared(props[:i]), shared(props[i+1:j]) // props is decode's private copy
 		props = props[j+1:]
 		switch name {
@@ -469,13 +493,23 @@ func ID(commitLogOffset int64) string {
 }
 
 func putID(dst []byte, commitLogOffset int64) {
-	const hex = "0123456789ABCDEF"
+	_ = dst[15]
 	u := uint64(commitLogOffset)
-	for i := 15; i >= 0; i-- {
-		dst[i] = hex[u&0xF]
-		u >>= 4
+	for i := 14; i >= 0; i -= 2 { // a byte, two digits, at a time
+		h := hexPairs[u&0xFF]
+		dst[i], dst[i+1] = h[0], h[1]
+		u >>= 8
 	}
 }
+
+// hexPairs holds the two upper-case hex digits of every byte value.
+var hexPairs = func() (t [256][2]byte) {
+	const hex = "0123456789ABCDEF"
+	for i := range t {
+		t[i] = [2]byte{hex[i>>4], hex[i&0xF]}
+	}
+	return t
+}()
 
 // ErrBadID reports a string that is not a message ID.
 var ErrBadID = fmt.Errorf("%w: malformed message ID", errs.ErrInvalidArgument)

@@ -259,6 +259,7 @@ func (x *Index) rollLocked(files []*file, phys, t int64) (*file, error) {
 			return nil, x.fenceLocked(err)
 		}
 		huge = last.huge.On()
+		last.huge.Done() // read-ahead back for the queries
 	}
 	f, fatal, err := createFile(x.opts.FS, x.opts.Dir, phys, t, x.opts.Slots, x.opts.Entries, huge, x.log)
 	if err != nil {

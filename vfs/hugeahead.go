@@ -73,6 +73,15 @@ func NewHugeAhead(m Mapping, from int, on bool) HugeAhead {
 	return h
 }
 
+// Done gives the mapping of a file that is no longer written its
+// read-ahead back (Pager's SmallPages(false)), for readers of what was
+// written; huge pages stay where they were given.
+func (h *HugeAhead) Done() {
+	if p, ok := h.r.(Pager); ok && h.at != (time.Time{}) {
+		p.SmallPages(false)
+	}
+}
+
 // On reports whether the writer was fast at the last check.
 func (h *HugeAhead) On() bool { return h.on }
 

@@ -18,6 +18,11 @@ import (
 // path's mappings in /proc/self/smaps that carry the huge-page flag
 // ("hg"), merged where adjacent.
 func hugeRanges(t *testing.T, path string, base uintptr) [][2]int {
+	return flagRanges(t, path, base, "hg")
+}
+
+// flagRanges is hugeRanges for any VmFlags flag.
+func flagRanges(t *testing.T, path string, base uintptr, flag string) [][2]int {
 	t.Helper()
 	smaps, err := os.ReadFile("/proc/self/smaps")
 	if err != nil {
@@ -36,7 +41,7 @@ func hugeRanges(t *testing.T, path string, base uintptr) [][2]int {
 			lo, hi = uintptr(x), uintptr(y)
 			continue
 		}
-		if v, ok := strings.CutPrefix(l, "VmFlags:"); ok && mine && slices.Contains(strings.Fields(v), "hg") {
+		if v, ok := strings.CutPrefix(l, "VmFlags:"); ok && mine && slices.Contains(strings.Fields(v), flag) {
 			r := [2]int{int(lo - base), int(hi - base)}
 			if n := len(out); n > 0 && out[n-1][1] == r[0] {
 				out[n-1][1] = r[1]
@@ -94,10 +99,21 @@ func TestHugeAhead(t *testing.T) {
 	if h.next != 5*hugeStep {
 		t.Fatalf("next check at %d, want the next step boundary %d", h.next, 5*hugeStep)
 	}
+	// Read-ahead is off from the first check on, and back after Done.
+	if got := flagRanges(t, path, base, "rr"); !slices.Equal(got, [][2]int{{hugeStep, size}}) {
+		t.Fatalf("no read-ahead in %v, want from the first check on", got)
+	}
 	// Wrote below the next check does nothing.
 	h.Wrote(5*hugeStep - 1)
 	if h.at != t0.Add(1070*time.Millisecond) {
 		t.Fatal("Wrote below the next check checked")
+	}
+	h.Done()
+	if got := flagRanges(t, path, base, "rr"); len(got) != 0 {
+		t.Fatalf("no read-ahead in %v after Done", got)
+	}
+	if got, want := hugeRanges(t, path, base), [][2]int{{2 * hugeStep, 4 * hugeStep}}; !slices.Equal(got, want) {
+		t.Fatalf("huge ranges %v after Done, want %v", got, want)
 	}
 	// A new file for a writer known to be fast starts on huge pages.
 	path2, m2 := mapNew(t, OS, 4<<20)

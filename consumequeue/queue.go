@@ -80,8 +80,9 @@ type segment struct {
 	b     []byte // the mapping, len == fileSize
 
 	dirtyLo, dirtyHi int // unsynced byte range; guarded by Queue.mu
-	// huge follows the writer's rate with the mapping's page size
-	// (vfs.HugeAhead); guarded by Queue.mu.
+	// huge measures the writer's rate (vfs.HugeAhead): the file after a
+	// fast writer's has huge pages until the writer turns slow; guarded
+	// by Queue.mu.
 	huge vfs.HugeAhead
 	// removeOnRelease: retired with its file still there, to be removed
 	// once unmapped (Queue.unmapFirst).

@@ -44,9 +44,9 @@ type file struct {
 	flushed   uint32 // count as of the last Flush
 	dirty     bool   // the header on disk says dirty
 	sink      uint32 // touchSlots' result, kept so the loads are not dropped
-	// huge follows the writer's rate with the page size of the file
-	// ahead of the entries written (vfs.HugeAhead); a file created for a
-	// fast writer has huge pages throughout, slots included.
+	// huge measures the writer's rate (vfs.HugeAhead): a file created
+	// for a writer that was fast has huge pages throughout, slots
+	// included, until the writer turns slow.
 	huge vfs.HugeAhead
 }
 

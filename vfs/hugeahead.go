@@ -13,8 +13,8 @@ type HugeRanger interface {
 	HugePagesFrom(off int, on bool)
 }
 
-// HugeAhead sets the paging of a mapping ahead of its sequential writer:
-// huge pages while the writer is fast, single pages while it is slow.
+// HugeAhead gives the next file of a fast sequential writer huge pages,
+// and takes them away from the rest of a file whose writer turns slow.
 //
 // A write into a page of a fresh file mapping takes a page fault that on
 // this kind of virtual machine costs 5-20 µs for a 4 KiB page, and under
@@ -25,12 +25,15 @@ type HugeRanger interface {
 // writer synced every second would write 2 MiB back for a few entries.
 // So the advice follows the writer's rate: every hugeStep bytes it
 // compares the time the writer took for them with what fills a huge folio
-// within hugeFillTime, and gives the rest of the mapping huge pages above
-// that rate and single pages below a quarter of it.
-//
-// Read-ahead is turned off ahead of the writer from its first check on:
-// the kernel's read-ahead of a mapping written in order runs ahead of the
-// writer in small folios, and the huge folios would never be allocated.
+// within hugeFillTime. A writer above that rate at the end of a file
+// gets its next file on huge pages from the start (NewHugeAhead with on);
+// one below a quarter of it gets single pages without read-ahead from
+// where it is. The advice is not switched on in the middle of a file:
+// the kernel's read-ahead of a mapping written in order brings small
+// folios ahead of the writer, and a huge folio never comes where small
+// ones are (on Linux 6.18 here a file advised from its second 2 MiB on
+// got a fraction of its folios huge), while a mapping advised before its
+// first write gets all of them.
 //
 // The zero value does nothing: NewHugeAhead makes one for a mapping that
 // offers HugeRanger. Wrote is called by the mapping's one writer; a
@@ -39,7 +42,9 @@ type HugeAhead struct {
 	r    HugeRanger
 	next int       // the writer position of the next check
 	at   time.Time // when the writer passed the last check (zero: none yet)
-	on   bool      // the mapping from the last switch on has huge pages
+	on   bool      // the writer was fast at the last check
+	huge bool      // the mapping has huge pages ahead of the writer
+	set  bool      // some advice was given (Done undoes the read-ahead part)
 }
 
 const (
@@ -54,11 +59,11 @@ const (
 	hugeFillTime = time.Second
 )
 
-// NewHugeAhead returns the HugeAhead of m for a writer starting at
-// position from: with huge pages from there on if on (a writer known to
-// be fast, such as the previous file's: see On), else left as it is until
-// the writer's rate is known. For a mapping that does not offer
-// HugeRanger (memory, other systems) it returns one that does nothing.
+// NewHugeAhead returns the HugeAhead of m, a new file, for a writer
+// starting at position from: with huge pages (and no read-ahead) from
+// there on if on (a writer known to be fast: the previous file's On),
+// else left as it is. For a mapping that does not offer HugeRanger
+// (memory, other systems) it returns one that does nothing.
 func NewHugeAhead(m Mapping, from int, on bool) HugeAhead {
 	r, ok := m.(HugeRanger)
 	if !ok {
@@ -66,7 +71,7 @@ func NewHugeAhead(m Mapping, from int, on bool) HugeAhead {
 	}
 	h := HugeAhead{r: r, next: from + hugeStep}
 	if on {
-		h.on = true
+		h.on, h.huge, h.set = true, true, true
 		h.at = time.Now()
 		r.HugePagesFrom(from, true)
 	}
@@ -77,12 +82,13 @@ func NewHugeAhead(m Mapping, from int, on bool) HugeAhead {
 // read-ahead back (Pager's SmallPages(false)), for readers of what was
 // written; huge pages stay where they were given.
 func (h *HugeAhead) Done() {
-	if p, ok := h.r.(Pager); ok && h.at != (time.Time{}) {
+	if p, ok := h.r.(Pager); ok && h.set {
 		p.SmallPages(false)
 	}
 }
 
-// On reports whether the writer was fast at the last check.
+// On reports whether the writer was fast at the last check: its next
+// file should start on huge pages.
 func (h *HugeAhead) On() bool { return h.on }
 
 // Wrote tells h the writer's position pos (bytes from the start of the
@@ -95,15 +101,15 @@ func (h *HugeAhead) Wrote(pos int) {
 }
 
 // check compares the time since the last check with what a fast writer
-// takes for the bytes since then, and switches the advice.
+// takes for the bytes since then; a writer turning slow loses the huge
+// pages ahead of it.
 func (h *HugeAhead) check(pos int, now time.Time) {
 	covered := pos - (h.next - hugeStep)
 	h.next = pos - pos%hugeStep + hugeStep
 	last := h.at
 	h.at = now
-	if last.IsZero() { // the first check: single pages until the rate is known
-		h.r.HugePagesFrom(pos, false)
-		return
+	if last.IsZero() {
+		return // the first check: the rate is known at the next
 	}
 	// The time a fast writer takes for covered bytes.
 	fast := time.Duration(int64(hugeFillTime) * int64(covered) / hugeFolio)
@@ -111,9 +117,11 @@ func (h *HugeAhead) check(pos int, now time.Time) {
 	switch {
 	case !h.on && took <= fast:
 		h.on = true
-		h.r.HugePagesFrom(pos, true)
 	case h.on && took > 4*fast:
 		h.on = false
-		h.r.HugePagesFrom(pos, false)
+		if h.huge {
+			h.huge = false
+			h.r.HugePagesFrom(pos, false)
+		}
 	}
 }

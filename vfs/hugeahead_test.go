@@ -53,74 +53,85 @@ func flagRanges(t *testing.T, path string, base uintptr, flag string) [][2]int {
 	return out
 }
 
-// TestHugeAhead checks that HugeAhead gives the rest of a mapping huge
-// pages once its writer covers a step fast enough to fill a huge folio
-// within hugeFillTime, takes them away from where a slow writer is, and
-// that a mapping that cannot (memory) is left alone.
+// TestHugeAhead checks that HugeAhead calls a writer fast once it
+// covers a step fast enough to fill a huge folio within hugeFillTime
+// without advising the file it writes, that a new file for a fast writer
+// has huge pages and no read-ahead throughout, that a writer turning slow
+// there gets single pages from where it is, read-ahead back after Done,
+// and that a mapping that cannot (memory) is left alone.
 func TestHugeAhead(t *testing.T) {
 	if !procio.HugePagesOffered() {
 		t.Skip("no transparent huge pages here")
 	}
-	const size = 16 << 20
+	const size = 8 << 20
 	path, m := mapNew(t, OS, size)
 	defer m.Unmap()
-	b := m.Bytes()
-	base := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	base := uintptr(unsafe.Pointer(unsafe.SliceData(m.Bytes())))
 	h := NewHugeAhead(m, 0, false)
-	if h.On() || len(hugeRanges(t, path, base)) != 0 {
-		t.Fatal("a new HugeAhead starts with huge pages")
-	}
 	t0 := time.Unix(1000, 0)
-	// Fast: 64 KiB in 10 ms is 6.4 MiB a second.
 	h.check(hugeStep, t0)
 	if h.On() {
-		t.Fatal("huge pages after a first check, with no rate known")
+		t.Fatal("fast after a first check, with no rate known")
 	}
+	// 64 KiB in 10 ms is 6.4 MiB a second: fast, for the next file.
 	h.check(2*hugeStep, t0.Add(10*time.Millisecond))
 	if !h.On() {
-		t.Fatal("a writer at 6.4 MiB a second did not get huge pages")
+		t.Fatal("a writer at 6.4 MiB a second is not fast")
 	}
-	if got, want := hugeRanges(t, path, base), [][2]int{{2 * hugeStep, size}}; !slices.Equal(got, want) {
-		t.Fatalf("huge ranges %v, want %v", got, want)
+	if got := hugeRanges(t, path, base); len(got) != 0 {
+		t.Fatalf("huge ranges %v in the file being written, want none", got)
 	}
-	// 1 MiB a second: under the fast rate, above a quarter of it: kept.
-	h.check(3*hugeStep, t0.Add(70*time.Millisecond))
-	if !h.On() {
+	if got := flagRanges(t, path, base, "rr"); len(got) != 0 {
+		t.Fatalf("no read-ahead in %v of the file being written, want none", got)
+	}
+	h.Done() // nothing was advised: nothing to undo
+
+	// The next file starts on huge pages, without read-ahead.
+	path2, m2 := mapNew(t, OS, size)
+	defer m2.Unmap()
+	base2 := uintptr(unsafe.Pointer(unsafe.SliceData(m2.Bytes())))
+	h2 := NewHugeAhead(m2, 0, h.On())
+	if got, want := hugeRanges(t, path2, base2), [][2]int{{0, size}}; !h2.On() || !slices.Equal(got, want) {
+		t.Fatalf("a fast writer's new file: on %t, huge ranges %v, want %v", h2.On(), got, want)
+	}
+	if got, want := flagRanges(t, path2, base2, "rr"), [][2]int{{0, size}}; !slices.Equal(got, want) {
+		t.Fatalf("no read-ahead in %v, want %v", got, want)
+	}
+	t1 := h2.at
+	// 4 MiB in 3 s: under the fast rate, above a quarter of it: kept.
+	p := 2*hugeFolio + hugeStep
+	h2.check(p, t1.Add(3*time.Second))
+	if !h2.On() {
 		t.Fatal("a writer within the hysteresis lost huge pages")
 	}
 	// 64 KiB in a second: slow, single pages from here on.
-	h.check(4*hugeStep+100, t0.Add(1070*time.Millisecond))
-	if h.On() {
+	slow := p + hugeStep + 100
+	h2.check(slow, t1.Add(4*time.Second))
+	if h2.On() {
 		t.Fatal("a slow writer kept huge pages")
 	}
-	if got, want := hugeRanges(t, path, base), [][2]int{{2 * hugeStep, 4 * hugeStep}}; !slices.Equal(got, want) {
+	if got, want := hugeRanges(t, path2, base2), [][2]int{{0, slow &^ (PageSize - 1)}}; !slices.Equal(got, want) {
 		t.Fatalf("huge ranges %v, want %v", got, want)
 	}
-	if h.next != 5*hugeStep {
-		t.Fatalf("next check at %d, want the next step boundary %d", h.next, 5*hugeStep)
-	}
-	// Read-ahead is off from the first check on, and back after Done.
-	if got := flagRanges(t, path, base, "rr"); !slices.Equal(got, [][2]int{{hugeStep, size}}) {
-		t.Fatalf("no read-ahead in %v, want from the first check on", got)
+	if want := 2*hugeFolio + 3*hugeStep; h2.next != want {
+		t.Fatalf("next check at %d, want the next step boundary %d", h2.next, want)
 	}
 	// Wrote below the next check does nothing.
-	h.Wrote(5*hugeStep - 1)
-	if h.at != t0.Add(1070*time.Millisecond) {
+	h2.Wrote(h2.next - 1)
+	if h2.at != t1.Add(4*time.Second) {
 		t.Fatal("Wrote below the next check checked")
 	}
-	h.Done()
-	if got := flagRanges(t, path, base, "rr"); len(got) != 0 {
+	// Fast again: for the next file; this one keeps single pages.
+	h2.check(h2.next, t1.Add(4*time.Second+time.Millisecond))
+	if !h2.On() {
+		t.Fatal("a writer fast again is not fast")
+	}
+	if got, want := hugeRanges(t, path2, base2), [][2]int{{0, slow &^ (PageSize - 1)}}; !slices.Equal(got, want) {
+		t.Fatalf("huge ranges %v, want %v", got, want)
+	}
+	h2.Done()
+	if got := flagRanges(t, path2, base2, "rr"); len(got) != 0 {
 		t.Fatalf("no read-ahead in %v after Done", got)
-	}
-	if got, want := hugeRanges(t, path, base), [][2]int{{2 * hugeStep, 4 * hugeStep}}; !slices.Equal(got, want) {
-		t.Fatalf("huge ranges %v after Done, want %v", got, want)
-	}
-	// A new file for a writer known to be fast starts on huge pages.
-	path2, m2 := mapNew(t, OS, 4<<20)
-	defer m2.Unmap()
-	h2 := NewHugeAhead(m2, 4096, true)
-	if got, want := hugeRanges(t, path2, uintptr(unsafe.Pointer(unsafe.SliceData(m2.Bytes())))), [][2]int{{4096, 4 << 20}}; !h2.On() || !slices.Equal(got, want) {
-		t.Fatalf("a fast writer's new file: on %t, huge ranges %v, want %v", h2.On(), got, want)
 	}
 	// Memory offers no HugeRanger: a HugeAhead that does nothing.
 	hm := NewHugeAhead(mapInMem(t), 0, true)
@@ -128,4 +139,5 @@ func TestHugeAhead(t *testing.T) {
 		t.Fatal("an in-memory mapping got huge pages")
 	}
 	hm.Wrote(1 << 30) // no panic, no effect
+	hm.Done()
 }

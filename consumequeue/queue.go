@@ -80,10 +80,6 @@ type segment struct {
 	b     []byte // the mapping, len == fileSize
 
 	dirtyLo, dirtyHi int // unsynced byte range; guarded by Queue.mu
-	// huge measures the writer's rate (vfs.HugeAhead): the file after a
-	// fast writer's has huge pages until the writer turns slow; guarded
-	// by Queue.mu.
-	huge vfs.HugeAhead
 	// removeOnRelease: retired with its file still there, to be removed
 	// once unmapped (Queue.unmapFirst).
 	removeOnRelease bool
@@ -329,7 +325,6 @@ func (q *Queue) appendRunLocked(logical int64, es []Entry) (n int, err error) {
 		off := int(at-seg.start) * EntrySize
 		putEntry(seg.b[off:off+EntrySize], e)
 		seg.markDirty(off, off+EntrySize)
-		seg.huge.Wrote(off + EntrySize)
 		physEnd = e.End()
 	}
 	return n, nil
@@ -360,7 +355,6 @@ func (q *Queue) writeLocked(seg *segment, logical int64, e Entry) {
 	off := int(logical-seg.start) * EntrySize
 	putEntry(seg.b[off:off+EntrySize], e)
 	seg.markDirty(off, off+EntrySize)
-	seg.huge.Wrote(off + EntrySize)
 	q.physEnd.Store(e.End())
 	q.max.Store(logical + 1)
 }

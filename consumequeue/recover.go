@@ -366,7 +366,7 @@ func (q *Queue) openSegment(df dataFile) (*segment, error) {
 		m.Unmap()
 		return nil, fmt.Errorf("mqlite/consumequeue: open %s: %w", df.path, errs.Disk(err))
 	}
-	return &segment{start: df.start, path: df.path, m: m, b: m.Bytes(), huge: vfs.NewHugeAhead(m, 0, false)}, nil
+	return &segment{start: df.start, path: df.path, m: m, b: m.Bytes()}, nil
 }
 
 // scan returns the number of valid entries at the start of s. An entry is

@@ -47,12 +47,6 @@ func (q *Queue) createLocked(start int64) (*segment, error) {
 		return nil, fmt.Errorf("mqlite/consumequeue: create %s: %w", path, errs.Disk(err))
 	}
 	old := q.snap.Load().segs
-	// A writer that was fast at the end of the last file starts the new
-	// one on huge pages.
-	seg.huge = vfs.NewHugeAhead(m, 0, len(old) > 0 && old[len(old)-1].huge.On())
-	if len(old) > 0 {
-		old[len(old)-1].huge.Done() // read-ahead back for its readers
-	}
 	segs := make([]*segment, len(old), len(old)+1)
 	copy(segs, old)
 	q.publishLocked(append(segs, seg))

@@ -44,10 +44,6 @@ type file struct {
 	flushed   uint32 // count as of the last Flush
 	dirty     bool   // the header on disk says dirty
 	sink      uint32 // touchSlots' result, kept so the loads are not dropped
-	// huge measures the writer's rate (vfs.HugeAhead): a file created
-	// for a writer that was fast has huge pages throughout, slots
-	// included, until the writer turns slow.
-	huge vfs.HugeAhead
 }
 
 // entry returns the bytes of entry n, 1 <= n <= f.entries.
@@ -93,12 +89,11 @@ func (f *file) writeHeader() {
 func aligned(b []byte) bool { return uintptr(unsafe.Pointer(unsafe.SliceData(b)))%8 == 0 }
 
 // createFile makes, preallocates and maps a new file whose first entry
-// will be (phys, t), its entries on huge pages from the start if huge (a
-// fast writer's next file, see vfs.HugeAhead). The header is written dirty and synced with the file
+// will be (phys, t). The header is written dirty and synced with the file
 // length and the directory entry, so a crash leaves either no file, a file
 // of the wrong size (deleted at Open), or a valid empty one. fatal reports
 // a failed sync, after which the Index fences itself.
-func createFile(fsys vfs.FS, dir string, phys, t int64, slots, entries int, huge bool, log *slog.Logger) (_ *file, fatal bool, err error) {
+func createFile(fsys vfs.FS, dir string, phys, t int64, slots, entries int, log *slog.Logger) (_ *file, fatal bool, err error) {
 	path := filepath.Join(dir, fileName(phys))
 	size := FileSize(slots, entries)
 	fh, err := fsys.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
@@ -129,7 +124,6 @@ func createFile(fsys vfs.FS, dir string, phys, t int64, slots, entries int, huge
 		beginPhys: phys, beginTime: t,
 		flushed: 1, dirty: true,
 	}
-	f.huge = vfs.NewHugeAhead(m, 0, huge)
 	f.count.Store(1)
 	f.endPhys.Store(phys)
 	f.endTime.Store(t)
@@ -204,7 +198,6 @@ func openFile(fsys vfs.FS, path string, name int64, log *slog.Logger) (_ *file, 
 		beginPhys: h.beginPhys, beginTime: h.beginTime,
 		usedSlots: h.usedSlots, flushed: h.flushed, dirty: h.flags&flagDirty != 0,
 	}
-	f.huge = vfs.NewHugeAhead(m, f.usedSize(max(h.count, 1)), false)
 	f.count.Store(h.count)
 	f.endPhys.Store(h.endPhys)
 	f.endTime.Store(h.endTime)
@@ -295,7 +288,6 @@ func (f *file) appendLocked(hash uint32, phys, t int64) error {
 		f.usedSlots++
 	}
 	putEntry(f.entry(n), entry{hash: hash, phys: phys, secs: secsSince(f.beginTime, t), prev: prev})
-	f.huge.Wrote(f.usedSize(n + 1))
 	if t > f.endTime.Load() {
 		f.endTime.Store(t)
 	}

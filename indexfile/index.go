@@ -252,16 +252,12 @@ func (x *Index) PutHashed(hs []Hashed) error {
 // rollLocked flushes the full newest file (so that only the newest file
 // can be dirty after a crash) and creates the next one.
 func (x *Index) rollLocked(files []*file, phys, t int64) (*file, error) {
-	huge := false // the writer was fast at the end of the last file
 	if len(files) > 0 {
-		last := files[len(files)-1]
-		if err := last.sealLocked(); err != nil {
+		if err := files[len(files)-1].sealLocked(); err != nil {
 			return nil, x.fenceLocked(err)
 		}
-		huge = last.huge.On()
-		last.huge.Done() // read-ahead back for the queries
 	}
-	f, fatal, err := createFile(x.opts.FS, x.opts.Dir, phys, t, x.opts.Slots, x.opts.Entries, huge, x.log)
+	f, fatal, err := createFile(x.opts.FS, x.opts.Dir, phys, t, x.opts.Slots, x.opts.Entries, x.log)
 	if err != nil {
 		if fatal {
 			return nil, x.fenceLocked(err)

@@ -44,20 +44,6 @@ func (m *osMapping) HugePages() {
 	}
 }
 
-// HugePagesFrom is HugeRanger's.
-func (m *osMapping) HugePagesFrom(off int, on bool) {
-	start := off &^ (PageSize - 1)
-	if start >= len(m.m) {
-		return
-	}
-	advice := unix.MADV_NOHUGEPAGE
-	if on {
-		advice = unix.MADV_HUGEPAGE
-	}
-	unix.Madvise(m.m[start:], unix.MADV_RANDOM)
-	unix.Madvise(m.m[start:], advice)
-}
-
 // Populate asks the kernel to fault in the pages of b for writing ahead of
 // use (MADV_POPULATE_WRITE), so that writes into them take no page fault.
 // It is a hint: it never changes a byte, so it may run while another

@@ -334,13 +334,7 @@ func (r *remote) segCopyTime(p *Store, n int64) time.Duration {
 		}
 		f.Close()
 	}
-	if err := conn.(*net.TCPConn).CloseWrite(); err != nil {
-		r.b.Fatal(err)
-	}
-	var one [1]byte
-	if _, err := io.ReadFull(conn, one[:]); err != nil {
-		r.b.Fatal(err)
-	}
+	r.copyDone(conn)
 	return time.Since(t)
 }
 

@@ -134,6 +134,13 @@ func (r *remote) copyTo(addr string, n int64) time.Duration {
 			r.b.Fatal(err)
 		}
 	}
+	r.copyDone(conn)
+	return time.Since(t)
+}
+
+// copyDone ends a copy to the child's sink: it closes the sending side and
+// waits for the sink's one-byte answer that it read everything.
+func (r *remote) copyDone(conn net.Conn) {
 	if err := conn.(*net.TCPConn).CloseWrite(); err != nil {
 		r.b.Fatal(err)
 	}
@@ -141,7 +148,6 @@ func (r *remote) copyTo(addr string, n int64) time.Duration {
 	if _, err := io.ReadFull(conn, one[:]); err != nil {
 		r.b.Fatal(err)
 	}
-	return time.Since(t)
 }
 
 // BenchmarkReplicationProcAsync128B: the primary's 128 B send rate with a

@@ -40,17 +40,31 @@ func countReads(ffs *vfs.Faulty, fail func(n int64) error) *atomic.Int64 {
 	return &n
 }
 
+// backlogPrimary opens a primary on a faulty in-memory file system holding
+// a backlog of 300 messages (several segments), and returns it with that
+// file system, a fresh one for a replica and the options both use.
+func backlogPrimary(t *testing.T, extra Options) (*Store, *vfs.Faulty, *vfs.MemFS, *Options) {
+	t.Helper()
+	ffs := vfs.NewFaulty(vfs.NewMem())
+	o := replOpts(clock.Real, extra)
+	p, err := openFS(ffs, "/p", o)
+	require.NoError(t, err)
+	defer func() {
+		if t.Failed() { // the backlog failed: the caller never gets p
+			p.Close()
+		}
+	}()
+	putBacklog(t, p, 300)
+	return p, ffs, vfs.NewMem(), o
+}
+
 // TestReplicaCatchUpFromSegmentReads: a replica catching up a backlog
 // larger than readChunkMin gets it from chunks the primary read from its
 // segment files: the logs are byte-identical and every query answers the
 // same.
 func TestReplicaCatchUpFromSegmentReads(t *testing.T) {
-	ffs, rfs := vfs.NewFaulty(vfs.NewMem()), vfs.NewMem()
-	o := replOpts(clock.Real, Options{})
-	p, err := openFS(ffs, "/p", o)
-	require.NoError(t, err)
+	p, ffs, rfs, o := backlogPrimary(t, Options{})
 	defer p.Close()
-	putBacklog(t, p, 300)
 	reads := countReads(ffs, func(int64) error { return nil })
 	r := openReplica(t, rfs, "/r", o)
 	defer r.Close()
@@ -67,12 +81,8 @@ func TestReplicaCatchUpFromSegmentReads(t *testing.T) {
 // read ends the session with that error; nothing is lost on either side,
 // and a new session catches the replica up.
 func TestReplicaSegmentReadFailsTheSession(t *testing.T) {
-	ffs, rfs := vfs.NewFaulty(vfs.NewMem()), vfs.NewMem()
-	o := replOpts(clock.Real, Options{})
-	p, err := openFS(ffs, "/p", o)
-	require.NoError(t, err)
+	p, ffs, rfs, o := backlogPrimary(t, Options{})
 	defer p.Close()
-	putBacklog(t, p, 300)
 	boom := errors.New("boom")
 	countReads(ffs, func(n int64) error {
 		if n >= 3 {
@@ -101,12 +111,8 @@ func TestReplicaSegmentReadFailsTheSession(t *testing.T) {
 // out whole and right, then the session ends with ErrNotFound; what the
 // replica holds is the primary's log as it was.
 func TestReplicaSegmentRemovedWhileSent(t *testing.T) {
-	ffs, rfs := vfs.NewFaulty(vfs.NewMem()), vfs.NewMem()
-	o := replOpts(clock.Real, Options{NoRecycle: true})
-	p, err := openFS(ffs, "/p", o)
-	require.NoError(t, err)
+	p, ffs, rfs, o := backlogPrimary(t, Options{NoRecycle: true})
 	defer p.Close()
-	putBacklog(t, p, 300)
 	require.NoError(t, p.WaitVisible(context.Background()))
 	before := logBytes(t, ffs, p, p.log.WrotePosition())
 	cut := 4 * o.SegmentSize

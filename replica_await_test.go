@@ -139,14 +139,7 @@ func TestReplicationSyncTimeoutWithReusedTimers(t *testing.T) {
 func TestReplicationSyncStuckSenderDoesNotHideRecords(t *testing.T) {
 	ctx := context.Background()
 	o := replOpts(clock.Real, Options{Replication: ReplicationOptions{Mode: ReplicationSync, Timeout: 100 * time.Millisecond}})
-	p, err := openFS(vfs.NewMem(), "/p", o)
-	require.NoError(t, err)
-	defer p.Close()
-	r := openReplica(t, vfs.NewMem(), "/r", o)
-	defer r.Close()
-	sc, stop := linkStalling(p, r)
-	defer stop()
-	require.NoError(t, p.WaitReplicated(ctx, 0, 1))
+	p, r, sc := stallingPair(t, o)
 
 	// The replica blocks in its first ack, then reads nothing more: the
 	// sender's next write (over a net.Pipe) waits for it.

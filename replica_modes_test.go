@@ -31,6 +31,22 @@ func linkStalling(p, r *Store) (*stallConn, func() (perr, rerr error)) {
 	return sc, stop
 }
 
+// stallingPair opens a primary and a replica with o on in-memory file
+// systems, links them through a stallConn and waits until the replica is
+// attached; the test's cleanup unlinks and closes both.
+func stallingPair(t *testing.T, o *Options) (p, r *Store, sc *stallConn) {
+	t.Helper()
+	p, err := openFS(vfs.NewMem(), "/p", o)
+	require.NoError(t, err)
+	t.Cleanup(func() { p.Close() })
+	r = openReplica(t, vfs.NewMem(), "/r", o)
+	t.Cleanup(func() { r.Close() })
+	sc, stop := linkStalling(p, r)
+	t.Cleanup(func() { stop() })
+	require.NoError(t, p.WaitReplicated(context.Background(), 0, 1))
+	return p, r, sc
+}
+
 func newStallConn(c io.ReadWriteCloser) *stallConn {
 	s := &stallConn{ReadWriteCloser: c, open: make(chan struct{})}
 	close(s.open)
@@ -113,14 +129,7 @@ func TestReplicationSyncWaitsForTheReplica(t *testing.T) {
 func TestReplicationAsyncIgnoresAStalledReplica(t *testing.T) {
 	ctx := context.Background()
 	o := replOpts(clock.Real, Options{})
-	p, err := openFS(vfs.NewMem(), "/p", o)
-	require.NoError(t, err)
-	defer p.Close()
-	r := openReplica(t, vfs.NewMem(), "/r", o)
-	defer r.Close()
-	sc, stop := linkStalling(p, r)
-	defer stop()
-	require.NoError(t, p.WaitReplicated(ctx, 0, 1))
+	p, r, sc := stallingPair(t, o)
 	sc.stall()
 	for i := range 200 {
 		_, err := p.Put(ctx, &Message{Topic: "t", Body: body(i)}, 0)
@@ -136,15 +145,8 @@ func TestReplicationAsyncIgnoresAStalledReplica(t *testing.T) {
 func TestReplicationSyncTooFarBehindIsNotInSync(t *testing.T) {
 	ctx := context.Background()
 	o := replOpts(clock.Real, Options{Replication: ReplicationOptions{Mode: ReplicationSync, MaxGap: 4096, Timeout: time.Minute}})
-	p, err := openFS(vfs.NewMem(), "/p", o)
-	require.NoError(t, err)
-	defer p.Close()
-	r := openReplica(t, vfs.NewMem(), "/r", o)
-	defer r.Close()
-	sc, stop := linkStalling(p, r)
-	defer stop()
-	require.NoError(t, p.WaitReplicated(ctx, 0, 1))
-	_, err = p.Put(ctx, &Message{Topic: "t", Body: []byte("in sync")}, 0)
+	p, r, sc := stallingPair(t, o)
+	_, err := p.Put(ctx, &Message{Topic: "t", Body: []byte("in sync")}, 0)
 	require.NoError(t, err)
 	sc.stall()
 	// Sends pile up behind the stalled replica (each gives up waiting at

@@ -9,10 +9,7 @@ import (
 // key, no user properties) into a Batch: what a consumer's read-ahead
 // spends on each message it hands over.
 func BenchmarkBatchDecodeAt(b *testing.B) {
-	m := &Message{Topic: "bench", Body: bytes.Repeat([]byte{'x'}, 128)}
-	uniq := []byte("0123456789ABCDEF0123456789ABCDEF")
-	p := make([]byte, PayloadSize(m, len(uniq)))
-	Encode(p, m, &Meta{QueueOffset: 7, StoreMs: 1, BornMs: 1, Uniq: uniq})
+	p := benchPayload()
 	var batch Batch
 	b.ReportAllocs()
 	for i := range b.N {
@@ -26,10 +23,7 @@ func BenchmarkBatchDecodeAt(b *testing.B) {
 // released at once into a Pool: the decoding alone, without the
 // collector's share of the allocation.
 func BenchmarkPoolDecodeAt(b *testing.B) {
-	m := &Message{Topic: "bench", Body: bytes.Repeat([]byte{'x'}, 128)}
-	uniq := []byte("0123456789ABCDEF0123456789ABCDEF")
-	p := make([]byte, PayloadSize(m, len(uniq)))
-	Encode(p, m, &Meta{QueueOffset: 7, StoreMs: 1, BornMs: 1, Uniq: uniq})
+	p := benchPayload()
 	var pool Pool
 	batch := pool.Get()
 	b.ReportAllocs()
@@ -41,4 +35,14 @@ func BenchmarkPoolDecodeAt(b *testing.B) {
 		Release(ext)
 	}
 	pool.Put(batch)
+}
+
+// benchPayload is the stored payload of a 128-byte message with a topic
+// and a unique key and no user properties.
+func benchPayload() []byte {
+	m := &Message{Topic: "bench", Body: bytes.Repeat([]byte{'x'}, 128)}
+	uniq := []byte("0123456789ABCDEF0123456789ABCDEF")
+	p := make([]byte, PayloadSize(m, len(uniq)))
+	Encode(p, m, &Meta{QueueOffset: 7, StoreMs: 1, BornMs: 1, Uniq: uniq})
+	return p
 }

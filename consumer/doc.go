@@ -41,7 +41,8 @@
 // queue itself, so batches start in offset order, and goes on with that
 // queue's next batches (up to 32 in a row) while it has tokens no one
 // claimed. While a queue has a backlog (its last pull was full) and
-// caches a batch for every worker, a concurrent consumer's worker whose
+// caches a batch for every handler call that can run at once (the fewer
+// of Goroutines and GOMAXPROCS), a concurrent consumer's worker whose
 // calls are short (under 20 µs) takes up to 8 batches under one lock and
 // calls the handler for each in turn, so that small batches share the
 // locking and the commit. A token wakes one

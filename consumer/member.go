@@ -88,6 +88,9 @@ type member struct {
 	work  *workQueue // push
 	delay *delayer   // push
 	slots []runSlot  // push: the batch each worker is running
+	// parallel is how many handler calls can run at once (push): the
+	// fewer of Goroutines and GOMAXPROCS at Start.
+	parallel int
 
 	workers  sync.WaitGroup
 	fetchers sync.WaitGroup

@@ -3,6 +3,7 @@ package consumer
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"runtime/debug"
 	"sync/atomic"
 	"time"
@@ -158,11 +159,13 @@ func (c *PushConsumer) Start(h Handler) error {
 		m.delay = newDelayer(m.clk, m.mg.o.Stepped)
 		if m.mg.o.Stepped { // Step runs the handler: one slot, no worker
 			m.work.stepped = true
+			m.parallel = 1
 			m.slots = []runSlot{{}}
 			m.slots[0].parent, m.slots[0].release = context.WithCancel(m.ctx)
 			return
 		}
 		m.slots = make([]runSlot, m.o.Goroutines)
+		m.parallel = min(m.o.Goroutines, runtime.GOMAXPROCS(0))
 		for i := range m.slots {
 			// A per-worker parent keeps the per-batch contexts from
 			// contending on m.ctx's child registry.
@@ -332,6 +335,16 @@ func (m *member) worker(slot int) {
 // panic. Anything but ConsumeSuccess, and any call that timed out, counts
 // as ReconsumeLater.
 func (m *member) call(slot int, batch []*message.MessageExt) ConsumeResult {
+	res := m.callUncounted(slot, batch)
+	if res == ConsumeSuccess {
+		m.stats.addConsumed(slot, int64(len(batch)))
+	}
+	return res
+}
+
+// callUncounted is call without counting consumed messages (failed ones
+// are counted): a run counts its consumed messages once, at its end.
+func (m *member) callUncounted(slot int, batch []*message.MessageExt) ConsumeResult {
 	rs := &m.slots[slot]
 	if rs.ctx == nil {
 		rs.ctx, rs.cancel = context.WithCancel(rs.parent)
@@ -345,9 +358,7 @@ func (m *member) call(slot int, batch []*message.MessageExt) ConsumeResult {
 		m.stats.timeouts.Add(1)
 		res = ReconsumeLater
 	}
-	if res == ConsumeSuccess {
-		m.stats.addConsumed(slot, int64(len(batch)))
-	} else {
+	if res != ConsumeSuccess {
 		m.stats.failed.Add(int64(len(batch)))
 	}
 	return res
@@ -439,7 +450,7 @@ func (m *member) consumeConcurrent(p *pq, slot int) {
 		if timed {
 			t0 = m.clk.Now()
 		}
-		called := 0
+		called, consumed := 0, 0
 		for ; called < n; called++ {
 			// The rest of a run is consumed even when the queue is
 			// dropped meanwhile (it counts as running, and leaving it
@@ -449,8 +460,11 @@ func (m *member) consumeConcurrent(p *pq, slot int) {
 			if called > 0 && (p.revoked.Load() || m.ctx.Err() != nil) {
 				break
 			}
-			res[called] = m.call(slot, run[called])
+			if res[called] = m.callUncounted(slot, run[called]); res[called] == ConsumeSuccess {
+				consumed += len(run[called])
+			}
 		}
+		m.stats.addConsumed(slot, int64(consumed))
 		if timed {
 			rs.longCalls = m.clk.Now().Sub(t0) >= time.Duration(called)*runCallMax
 		}
@@ -464,8 +478,10 @@ func (m *member) consumeConcurrent(p *pq, slot int) {
 // when claim is true), and returns how many it took. A run takes more
 // than one batch only when runs is true (the worker's calls have been
 // short), the queue has a backlog (its last pull was full) and it caches
-// a batch for every handler goroutine besides: then every goroutine has
-// work, and the batches a run holds would wait in the cache anyway. A call
+// a batch for every handler call that can run at once besides (parallel:
+// the fewer of Goroutines and GOMAXPROCS; with short calls more
+// goroutines than processors add no parallelism): then the batches a run
+// holds would wait in the cache anyway. A call
 // that turns out long holds back the rest of its run (when the backlog
 // ends just then, up to concurrentRunMax-1 batches wait for it while
 // goroutines idle), and then its worker takes batches one at a time until
@@ -478,7 +494,7 @@ func (m *member) takeRunLocked(p *pq, run [][]*message.MessageExt, claim, runs b
 		return 0
 	}
 	n, more := 1, 0
-	if bs, spare := m.o.ConsumeBatchSize, p.mu.msgs.len()-m.o.Goroutines*m.o.ConsumeBatchSize; runs && p.mu.backlog && spare >= 0 {
+	if bs, spare := m.o.ConsumeBatchSize, p.mu.msgs.len()-m.parallel*m.o.ConsumeBatchSize; runs && p.mu.backlog && spare >= 0 {
 		more = p.claim(min(len(run)-1, spare/bs+1))
 	}
 	for ; n <= more; n++ {

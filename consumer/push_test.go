@@ -632,3 +632,55 @@ func TestManagerClose(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestRunLength: a worker whose calls are short takes up to
+// concurrentRunMax batches of a queue with a backlog at once when the
+// queue caches more than one batch for each handler call that can run at
+// once (member.parallel, not Goroutines: with short calls goroutines
+// beyond the processors add nothing), in offset order, claiming a token
+// for each; otherwise one.
+func TestRunLength(t *testing.T) {
+	cases := []struct {
+		name           string
+		parallel, msgs int
+		backlog, runs  bool
+		want           int
+	}{
+		{"backlog, short calls", 2, 10, true, true, concurrentRunMax},
+		{"few cached", 2, 4, true, true, 3},
+		{"no more than parallel", 2, 2, true, true, 1},
+		{"parallel as Goroutines", 20, 10, true, true, 1},
+		{"no backlog", 2, 10, false, true, 1},
+		{"long calls", 2, 10, true, false, 1},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			m := &member{o: Options{Goroutines: 20, ConsumeBatchSize: 1}, parallel: c.parallel}
+			p := newPQ(m, Queue{Topic: "t"}, &subscription{topic: "t"})
+			p.mu.state, p.mu.backlog = pqActive, c.backlog
+			var msgs []*message.MessageExt
+			for i := range c.msgs {
+				msgs = append(msgs, &message.MessageExt{QueueOffset: int64(i)})
+			}
+			p.mu.msgs.add(msgs)
+			p.addTokens(c.msgs)
+			var run [concurrentRunMax][]*message.MessageExt
+			n := m.takeRunLocked(p, run[:], false, c.runs)
+			if n != c.want {
+				t.Fatalf("run of %d batches, want %d", n, c.want)
+			}
+			for i, b := range run[:n] {
+				if len(b) != 1 || b[0].QueueOffset != int64(i) {
+					t.Fatalf("batch %d is %v, want offset %d", i, b, i)
+				}
+			}
+			// The first batch's token is the caller's; the rest were claimed.
+			if got, want := p.tokens.Load()/claimedToken, uint64(n-1); got != want {
+				t.Fatalf("%d tokens claimed, want %d", got, want)
+			}
+			if p.mu.running != n || p.mu.msgs.len() != c.msgs-n {
+				t.Fatalf("running %d, cached %d after a run of %d from %d", p.mu.running, p.mu.msgs.len(), n, c.msgs)
+			}
+		})
+	}
+}

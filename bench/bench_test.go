@@ -6,6 +6,7 @@ import (
 	"encoding/xml"
 	"fmt"
 	"os"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -230,5 +231,26 @@ func checkSVG(t *testing.T, b []byte) {
 			}
 			return
 		}
+	}
+}
+
+// TestCoreHandoff: the core-to-core probe completes its round trips and
+// reports a rate and quantiles that agree, or says it was skipped.
+func TestCoreHandoff(t *testing.T) {
+	l, err := coreHandoff(2000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if runtime.GOMAXPROCS(0) < 2 || runtime.NumCPU() < 2 {
+		if l.Note != "skipped: needs two processors" || l.OpsPerSec != 0 {
+			t.Fatalf("one processor: got %+v, want the skip note", l)
+		}
+		return
+	}
+	if l.OpsPerSec <= 0 || l.P50 <= 0 || l.P99 < l.P50 {
+		t.Fatalf("got %+v: want a rate and 0 < P50 <= P99", l)
+	}
+	if !strings.Contains(l.Note, "2000 round trips") {
+		t.Fatalf("note %q does not say the round trips", l.Note)
 	}
 }

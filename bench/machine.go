@@ -19,11 +19,11 @@ type Limit struct {
 const pageSize = 4096
 
 // runLimits measures what the hardware allows, in the run's own
-// conditions: copies into a mapped file, sequential write bandwidth and
-// fsync latency.
+// conditions: copies into a mapped file, sequential write bandwidth,
+// fsync latency and what handing a cache line between two cores costs.
 func runLimits(j Job) (r Result, err error) {
 	probes := []func(Job) (Limit, error){probeMapTouch, probeMapCopy(4096), probeMapCopy(128),
-		probeSeqWrite, probeFsync(false), probeFsync(true), probeGroup(128), probeGroup(4096)}
+		probeSeqWrite, probeFsync(false), probeFsync(true), probeGroup(128), probeGroup(4096), probeCoreHandoff}
 	for _, p := range probes {
 		l, err := p(j)
 		if err != nil {

@@ -27,8 +27,12 @@ func TestStrictMapFSLifecycle(t *testing.T) {
 			opts := &Options{Clock: clk, SegmentSize: 64 << 10, Retention: 2 * time.Hour,
 				// The fake clock runs from 12:00 to 21:00: the store's own
 				// retention pass, at DeleteHour, must not run before the
-				// test's CleanExpired (farHour is far from the real clock).
-				ConsumeQueueEntries: 64, IndexEntries: 256, IndexSlots: 64, DeleteHour: 3}
+				// test's CleanExpired (farHour is far from the real clock),
+				// nor may a short disk start it early: on the real volume
+				// (the "os" case) a disk above CleanRatio used did, and the
+				// test's pass then found nothing left to delete.
+				ConsumeQueueEntries: 64, IndexEntries: 256, IndexSlots: 64, DeleteHour: 3,
+				CleanRatio: 1, ForceCleanRatio: 1, DiskMaxUsedRatio: 1}
 			s, err := openFS(fs, c.dir, opts)
 			require.NoError(t, err)
 			first := s

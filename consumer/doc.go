@@ -45,7 +45,12 @@
 // of Goroutines and GOMAXPROCS), a concurrent consumer's worker whose
 // calls are short (under 20 µs) takes up to 8 batches under one lock and
 // calls the handler for each in turn, so that small batches share the
-// locking and the commit. A token wakes one
+// locking and the commit. With such short calls and at least as many
+// queues as processors (GOMAXPROCS), a queue's fetcher runs the batches it
+// just fetched itself, in a worker's place (so that no more than
+// Goroutines calls run at once), instead of handing them over: the
+// fetchers alone keep every processor busy, and a batch consumed by the
+// goroutine that decoded it does not move to another core. A token wakes one
 // parked worker, which wakes the next if tokens remain. Concurrent
 // consumers run
 // many batches of a queue at once and commit the lowest offset not yet

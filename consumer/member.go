@@ -88,9 +88,17 @@ type member struct {
 	work  *workQueue // push
 	delay *delayer   // push
 	slots []runSlot  // push: the batch each worker is running
-	// parallel is how many handler calls can run at once (push): the
-	// fewer of Goroutines and GOMAXPROCS at Start.
-	parallel int
+	// procs is GOMAXPROCS at Start (push); parallel is how many handler
+	// calls can run at once: the fewer of Goroutines and procs.
+	procs, parallel int
+	// queues counts the member's queues (its group's retry queue aside),
+	// set with the list; shortCalls says the last timed run of handler
+	// calls (a worker's or a fetcher's) was short. See pq.inlineAllowed.
+	queues     atomic.Int32
+	shortCalls atomic.Bool
+	// inlineCalls adds up the handler calls the fetchers ran, as each
+	// fetcher stops (for tests).
+	inlineCalls atomic.Int64
 
 	workers  sync.WaitGroup
 	fetchers sync.WaitGroup
@@ -316,6 +324,13 @@ func (m *member) reconcile() {
 func (m *member) rebuildListLocked() {
 	m.mu.list = slices.Collect(maps.Values(m.mu.pqs))
 	slices.SortFunc(m.mu.list, func(a, b *pq) int { return a.q.compare(b.q) })
+	n := 0
+	for _, p := range m.mu.list {
+		if !p.q.IsRetry() {
+			n++
+		}
+	}
+	m.queues.Store(int32(n))
 }
 
 // dropAll drops every queue (Shutdown and Close).
@@ -327,6 +342,7 @@ func (m *member) dropAll() {
 	m.mu.pqs = map[Queue]*pq{}
 	m.mu.list = nil
 	m.mu.target = nil
+	m.queues.Store(0)
 	m.mu.Unlock()
 	for _, p := range ps {
 		p.drop()

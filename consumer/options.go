@@ -156,9 +156,15 @@ type Options struct {
 	// (default 32, at most MaxBatchSize).
 	PullBatchSize int
 	// Goroutines is the number of handler goroutines of a push consumer
-	// (default 20, at most MaxGoroutines). It does not matter under
-	// ManagerOptions.Stepped: there Manager.Step calls the handler on
-	// its caller's goroutine, one call at a time.
+	// (default 20, at most MaxGoroutines): at most this many handler
+	// calls run at once. When the handler's calls have been short (under
+	// 20 µs) and the consumer holds at least GOMAXPROCS queues, a queue's
+	// fetcher runs the batches it fetched itself, in one of these places,
+	// instead of handing them over; a call that blocks then holds up that
+	// queue's fetching until it returns, and calls that turn long go back
+	// to the goroutines. It does not matter under ManagerOptions.Stepped:
+	// there Manager.Step calls the handler on its caller's goroutine, one
+	// call at a time.
 	Goroutines int
 	// Orderly makes a push consumer deliver each queue's messages one
 	// handler call at a time, in queue order, with the queue locked to

@@ -83,6 +83,8 @@ type pq struct {
 		// batch is handed to a handler; the lock and offsets are kept.
 		paused bool
 	}
+
+	inline inlineState // the fetcher running its own batches (inline.go)
 }
 
 const claimedToken = 1 << 32 // one token claimed by claim, in pq.tokens
@@ -132,7 +134,7 @@ func (p *pq) popTokens(n int) (used int, take bool) {
 }
 
 func newPQ(m *member, q Queue, s *subscription) *pq {
-	return &pq{m: m, q: q, sub: s, key: m.offsetKey(q), space: make(chan struct{}, 1)}
+	return &pq{m: m, q: q, sub: s, key: m.offsetKey(q), space: make(chan struct{}, 1), inline: inlineState{slot: -1}}
 }
 
 func (p *pq) isPending() bool {
@@ -307,6 +309,7 @@ func (p *pq) waitRoom(ctx context.Context) (from int64, n int, gen uint64, ok bo
 			paused = true
 			p.m.stats.flowControlled.Add(1)
 		}
+		p.giveBackInline()
 		select {
 		case <-p.space:
 		case <-ctx.Done():
@@ -319,6 +322,10 @@ func (p *pq) waitRoom(ctx context.Context) (from int64, n int, gen uint64, ok bo
 // blocks until a message arrives) whenever flow control allows.
 func (p *pq) fetch(ctx context.Context) {
 	defer p.m.fetchers.Done()
+	defer func() {
+		p.giveBackInline()
+		p.m.inlineCalls.Add(p.inline.calls)
+	}()
 	m := p.m
 	ra := p.newReadAhead()
 	defer ra.release(m)
@@ -339,6 +346,9 @@ func (p *pq) fetch(ctx context.Context) {
 			}
 			p.mu.pullCancel = cancel
 			p.mu.Unlock()
+		}
+		if ra.src == nil || !ra.holds(gen, from) {
+			p.giveBackInline() // the pull may wait for new messages
 		}
 		msgs, next, err := p.pull(pctx, ra, from, n, gen)
 		interrupted := pctx.Err() != nil // before our own cancel below
@@ -523,6 +533,11 @@ func (p *pq) deliver(gen uint64, msgs []*message.MessageExt, next int64, full bo
 			m.notifyReady()
 		}
 		return
+	}
+	if tokens > 0 && p.inlineAllowed() {
+		if left, ok := m.consumeInline(p, full); ok {
+			tokens = left
+		}
 	}
 	m.work.push(p, tokens)
 }

@@ -155,7 +155,7 @@ func (c *PushConsumer) Start(h Handler) error {
 	}
 	err := m.start(func() {
 		m.h = h
-		m.work = newWorkQueue()
+		m.work = newWorkQueue(m.o.Goroutines)
 		m.delay = newDelayer(m.clk, m.mg.o.Stepped)
 		if m.mg.o.Stepped { // Step runs the handler: one slot, no worker
 			m.work.stepped = true
@@ -164,8 +164,11 @@ func (c *PushConsumer) Start(h Handler) error {
 			m.slots[0].parent, m.slots[0].release = context.WithCancel(m.ctx)
 			return
 		}
-		m.slots = make([]runSlot, m.o.Goroutines)
-		m.parallel = min(m.o.Goroutines, runtime.GOMAXPROCS(0))
+		// The workers' slots, then those of fetchers running their own
+		// queue's batches (workQueue.borrow).
+		m.slots = make([]runSlot, 2*m.o.Goroutines)
+		m.procs = runtime.GOMAXPROCS(0)
+		m.parallel = min(m.o.Goroutines, m.procs)
 		for i := range m.slots {
 			// A per-worker parent keeps the per-batch contexts from
 			// contending on m.ctx's child registry.
@@ -467,6 +470,7 @@ func (m *member) consumeConcurrent(p *pq, slot int) {
 		m.stats.addConsumed(slot, int64(consumed))
 		if timed {
 			rs.longCalls = m.clk.Now().Sub(t0) >= time.Duration(called)*runCallMax
+			m.noteCalls(!rs.longCalls)
 		}
 		done += n
 		n = m.finishRun(p, run[:n], res[:called], run[:min(concurrentRunMax, concurrentBatchesPerTask-done)], !rs.longCalls)

@@ -24,16 +24,25 @@ type workQueue struct {
 	// stepped (ManagerOptions.Stepped): no worker pops; push marks the
 	// pq ready (mu.ready) for Step instead of queueing tokens.
 	stepped bool
-	mu      struct {
+	// limit is how many handler calls may run at once (Goroutines): the
+	// workers and the fetchers that borrowed a slot to run their own
+	// queue's batches (borrow) together.
+	limit int
+	mu    struct {
 		sync.Mutex
 		items []tokenRun
 		head  int
 		// busy counts the workers between taking a token and coming
-		// back for the next, done the tokens they finished: both move
-		// under the lock pop takes anyway, so the handler path pays no
-		// atomic for Settle's idle check and activity count.
+		// back for the next, and the borrowed slots, done the tokens and
+		// borrows they finished: both move under the lock pop takes
+		// anyway, so the handler path pays no atomic for Settle's idle
+		// check and activity count. A worker takes a token only while
+		// busy < limit.
 		busy int
 		done uint64
+		// free holds the runSlot indexes a borrower may take (limit of
+		// them, after the workers' own).
+		free []int
 		// waking: a wake-up was sent that no worker has acted on yet
 		// (it is in signal, or a worker has it and has not yet taken
 		// the lock). Until one does, wake sends no other.
@@ -48,8 +57,44 @@ type tokenRun struct {
 	n int
 }
 
-func newWorkQueue() *workQueue {
-	return &workQueue{signal: make(chan struct{}, 1), quit: make(chan struct{})}
+// newWorkQueue returns the work queue of limit workers, whose runSlots
+// are 0..limit-1; borrowers get limit..2*limit-1.
+func newWorkQueue(limit int) *workQueue {
+	w := &workQueue{signal: make(chan struct{}, 1), quit: make(chan struct{}), limit: limit}
+	for i := 2*limit - 1; i >= limit; i-- {
+		w.mu.free = append(w.mu.free, i)
+	}
+	return w
+}
+
+// borrow takes a worker's place for a fetcher that runs its own queue's
+// batches (see pq.consumeInline): it counts as busy, so that at most
+// limit handler calls run at once, and gets a runSlot index of its own.
+// False when every place is taken.
+func (w *workQueue) borrow() (slot int, ok bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.mu.busy >= w.limit || len(w.mu.free) == 0 {
+		return 0, false
+	}
+	w.mu.busy++
+	slot = w.mu.free[len(w.mu.free)-1]
+	w.mu.free = w.mu.free[:len(w.mu.free)-1]
+	return slot, true
+}
+
+// giveBack ends a borrow: the place counts as done, and a worker is woken
+// when tokens wait (a worker may have found every place taken).
+func (w *workQueue) giveBack(slot int) {
+	w.mu.Lock()
+	w.mu.busy--
+	w.mu.done++
+	w.mu.free = append(w.mu.free, slot)
+	send := w.mu.head < len(w.mu.items) && w.wakeLocked()
+	w.mu.Unlock()
+	if send {
+		w.signal <- struct{}{}
+	}
 }
 
 // push adds n tokens for p.
@@ -111,7 +156,7 @@ func (w *workQueue) pop(finished bool) (*pq, bool) {
 		if woken {
 			w.mu.waking, woken = false, false
 		}
-		for w.mu.head < len(w.mu.items) {
+		for w.mu.head < len(w.mu.items) && w.mu.busy < w.limit {
 			it := &w.mu.items[w.mu.head]
 			p := it.p
 			used, take := p.popTokens(it.n)

@@ -12,7 +12,7 @@ import (
 // never leave a token behind with every worker asleep.
 func TestWorkQueueLosesNoWakeUp(t *testing.T) {
 	const pushers, workers, perPusher = 4, 4, 5_000
-	w := newWorkQueue()
+	w := newWorkQueue(64)
 	pqs := make([]*pq, pushers)
 	for i := range pqs {
 		pqs[i] = &pq{}
@@ -68,7 +68,7 @@ func TestWorkQueueLosesNoWakeUp(t *testing.T) {
 // run yet) sends no second one: a second worker woken would run first,
 // ahead of the one holding the older token.
 func TestWorkQueueOneWakeUpInFlight(t *testing.T) {
-	w := newWorkQueue()
+	w := newWorkQueue(64)
 	defer w.close()
 	p := &pq{}
 	w.push(p, 1)
@@ -91,7 +91,7 @@ func TestWorkQueueOneWakeUpInFlight(t *testing.T) {
 // claimed are dropped from the queue's earliest entries, so the queue
 // keeps its place behind the others; every token is accounted for once.
 func TestWorkQueueClaimedTokens(t *testing.T) {
-	w := newWorkQueue()
+	w := newWorkQueue(64)
 	defer w.close()
 	a, b := &pq{}, &pq{}
 	w.push(a, 3)
@@ -134,7 +134,7 @@ func TestWorkQueueClaimedTokens(t *testing.T) {
 // A worker counts as busy from the pop that gives it a token until it
 // comes back for the next; each return counts one token done.
 func TestWorkQueueBusyUntilBack(t *testing.T) {
-	w := newWorkQueue()
+	w := newWorkQueue(64)
 	p := &pq{}
 	w.push(p, 2)
 	if w.idle() {

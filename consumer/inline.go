@@ -1,10 +1,6 @@
 package consumer
 
-import (
-	"time"
-
-	"github.com/mqlite/mqlite/message"
-)
+import "github.com/mqlite/mqlite/message"
 
 // A concurrent push consumer's fetcher may run its own queue's batches
 // instead of handing them to the workers: when its member holds at least
@@ -113,27 +109,10 @@ func (m *member) consumeInline(p *pq, full bool) (left int, ok bool) {
 		}
 		timed := p.inline.runs%runTimeEvery == 0
 		p.inline.runs++
-		var t0 time.Time
-		if timed {
-			t0 = m.clk.Now()
-		}
-		called, consumed := 0, 0
-		for ; called < n; called++ {
-			// As in consumeConcurrent: a run goes on when its queue is
-			// dropped meanwhile, not once it is revoked or the consumer
-			// closes.
-			if called > 0 && (p.revoked.Load() || m.ctx.Err() != nil) {
-				break
-			}
-			if res[called] = m.callUncounted(slot, run[called]); res[called] == ConsumeSuccess {
-				consumed += len(run[called])
-			}
-		}
+		called, long := m.callRun(p, slot, run[:n], res[:], timed)
 		p.inline.calls += int64(called)
-		m.stats.addConsumed(slot, int64(consumed))
 		if timed {
-			p.inline.long = m.clk.Now().Sub(t0) >= time.Duration(called)*runCallMax
-			m.noteCalls(!p.inline.long)
+			p.inline.long = long
 		}
 		m.finishRun(p, run[:n], res[:called], nil, false)
 		done += n

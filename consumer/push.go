@@ -449,32 +449,43 @@ func (m *member) consumeConcurrent(p *pq, slot int) {
 	for done := 0; n > 0; {
 		timed := rs.longCalls || rs.runs%runTimeEvery == 0
 		rs.runs++
-		var t0 time.Time
+		called, long := m.callRun(p, slot, run[:n], res[:], timed)
 		if timed {
-			t0 = m.clk.Now()
-		}
-		called, consumed := 0, 0
-		for ; called < n; called++ {
-			// The rest of a run is consumed even when the queue is
-			// dropped meanwhile (it counts as running, and leaving it
-			// would hold the commit below messages other workers
-			// consumed), but not once the consumer closes or the queue
-			// is revoked: then nothing it consumes is committed.
-			if called > 0 && (p.revoked.Load() || m.ctx.Err() != nil) {
-				break
-			}
-			if res[called] = m.callUncounted(slot, run[called]); res[called] == ConsumeSuccess {
-				consumed += len(run[called])
-			}
-		}
-		m.stats.addConsumed(slot, int64(consumed))
-		if timed {
-			rs.longCalls = m.clk.Now().Sub(t0) >= time.Duration(called)*runCallMax
-			m.noteCalls(!rs.longCalls)
+			rs.longCalls = long
 		}
 		done += n
 		n = m.finishRun(p, run[:n], res[:called], run[:min(concurrentRunMax, concurrentBatchesPerTask-done)], !rs.longCalls)
 	}
+}
+
+// callRun calls the handler for each batch of run in turn, with its
+// results in res, and counts what it consumed; it returns how many calls
+// it made. The rest of a run is consumed even when the queue is dropped
+// meanwhile (it counts as running, and leaving it would hold the commit
+// below messages other workers consumed), but not once the consumer
+// closes or the queue is revoked: then nothing it consumes is committed.
+// A timed run also reports whether its calls took runCallMax or more on
+// average (long), and records it for the fetchers (noteCalls).
+func (m *member) callRun(p *pq, slot int, run [][]*message.MessageExt, res []ConsumeResult, timed bool) (called int, long bool) {
+	var t0 time.Time
+	if timed {
+		t0 = m.clk.Now()
+	}
+	consumed := 0
+	for ; called < len(run); called++ {
+		if called > 0 && (p.revoked.Load() || m.ctx.Err() != nil) {
+			break
+		}
+		if res[called] = m.callUncounted(slot, run[called]); res[called] == ConsumeSuccess {
+			consumed += len(run[called])
+		}
+	}
+	m.stats.addConsumed(slot, int64(consumed))
+	if timed {
+		long = m.clk.Now().Sub(t0) >= time.Duration(called)*runCallMax
+		m.noteCalls(!long)
+	}
+	return called, long
 }
 
 // takeRunLocked fills run with p's next batches, claiming a token for

@@ -146,6 +146,7 @@ func lastOffset(msgs []*message.MessageExt) int64 {
 // backoff waits pullErrorBackoff on the clock, or until a Seek (or room
 // made in the cache) signals space; false if ctx ended.
 func (p *pq) backoff(ctx context.Context) bool {
+	p.giveBackInline()
 	t := p.m.clk.NewTimer(pullErrorBackoff)
 	defer t.Stop()
 	select {

@@ -347,6 +347,8 @@ func (p *pq) deliver(gen uint64, msgs []*message.MessageExt, next int64, full bo
 		if left, ok := m.consumeInline(p, full); ok {
 			tokens = left
 		}
+	} else {
+		p.giveBackInline() // the workers take these
 	}
 	m.work.push(p, tokens)
 }

@@ -7,8 +7,8 @@ import "github.com/mqlite/mqlite/message"
 // as many queues as there are processors (GOMAXPROCS), the fetchers alone
 // keep every processor busy, and a batch consumed by the
 // goroutine that decoded it is not handed over (on two cores a hand-over
-// moves the batch's cache lines from core to core, several hundred
-// nanoseconds each way, and wakes a worker). The fetcher takes a worker's
+// moves the batch's cache lines from core to core, over 200 ns each way
+// on the machine it was measured on, and wakes a worker). The fetcher takes a worker's
 // place for it (workQueue.borrow), so that no more than Goroutines
 // handler calls run at once, and times its runs as a worker does: while
 // its calls are long it hands its batches to the workers and keeps
@@ -37,8 +37,10 @@ type inlineState struct {
 // workers waiting for a place are not kept out for long.
 const inlineHoldMax = 8
 
-// giveBackInline returns the place p's fetcher holds, if any: before it
-// waits (for room in its cache or for new messages) and when it stops.
+// giveBackInline returns the place p's fetcher holds, if any: before
+// anything that may block it (a wait for room in its cache, a pull that
+// may wait for new messages, an error backoff), when a delivery goes to
+// the workers, and when it stops.
 func (p *pq) giveBackInline() {
 	if p.inline.slot >= 0 {
 		p.m.work.giveBack(p.inline.slot)

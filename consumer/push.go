@@ -349,22 +349,33 @@ func (m *member) call(slot int, batch []*message.MessageExt) ConsumeResult {
 // are counted): a run counts its consumed messages once, at its end.
 func (m *member) callUncounted(slot int, batch []*message.MessageExt) ConsumeResult {
 	rs := &m.slots[slot]
-	if rs.ctx == nil {
-		rs.ctx, rs.cancel = context.WithCancel(rs.parent)
-	}
-	s := rs.seq.Add(1) // odd: running
+	s := rs.begin()
 	res := m.invoke(rs.ctx, batch)
 	if !rs.seq.CompareAndSwap(s, s+1) {
-		// The check ended the call and cancelled ctx: the next call gets
-		// a new one.
-		rs.ctx, rs.cancel = nil, nil
-		m.stats.timeouts.Add(1)
-		res = ReconsumeLater
+		res = m.timedOut(rs)
 	}
 	if res != ConsumeSuccess {
 		m.stats.failed.Add(int64(len(batch)))
 	}
 	return res
+}
+
+// begin starts a call on rs: a fresh handler context if the last one was
+// cancelled (written before the call shows as running, so that the check
+// reads the new cancel), then seq odd. It returns the call's seq.
+func (rs *runSlot) begin() uint64 {
+	if rs.ctx == nil {
+		rs.ctx, rs.cancel = context.WithCancel(rs.parent)
+	}
+	return rs.seq.Add(1)
+}
+
+// timedOut records that the check ended the call on rs and cancelled its
+// context (the next call gets a new one); the call counts as failed.
+func (m *member) timedOut(rs *runSlot) ConsumeResult {
+	rs.ctx, rs.cancel = nil, nil
+	m.stats.timeouts.Add(1)
+	return ReconsumeLater
 }
 
 func (m *member) invoke(ctx context.Context, batch []*message.MessageExt) (res ConsumeResult) {
@@ -467,20 +478,47 @@ func (m *member) consumeConcurrent(p *pq, slot int) {
 // A timed run also reports whether its calls took runCallMax or more on
 // average (long), and records it for the fetchers (noteCalls).
 func (m *member) callRun(p *pq, slot int, run [][]*message.MessageExt, res []ConsumeResult, timed bool) (called int, long bool) {
+	if len(run) == 0 {
+		return 0, false
+	}
 	var t0 time.Time
 	if timed {
 		t0 = m.clk.Now()
 	}
-	consumed := 0
+	rs := &m.slots[slot]
+	s := rs.begin()
 	for ; called < len(run); called++ {
-		if called > 0 && (p.revoked.Load() || m.ctx.Err() != nil) {
-			break
+		if called > 0 {
+			if p.revoked.Load() || m.ctx.Err() != nil {
+				break
+			}
+			// One swap ends the last call and starts this one: seq stays
+			// odd between them, but every call has a value of its own, so
+			// the check never takes two calls for one running long.
+			if rs.seq.CompareAndSwap(s, s+2) {
+				s += 2
+			} else {
+				res[called-1] = m.timedOut(rs)
+				s = rs.begin()
+			}
 		}
-		if res[called] = m.callUncounted(slot, run[called]); res[called] == ConsumeSuccess {
-			consumed += len(run[called])
+		res[called] = m.invoke(rs.ctx, run[called])
+	}
+	if !rs.seq.CompareAndSwap(s, s+1) {
+		res[called-1] = m.timedOut(rs)
+	}
+	consumed, failed := 0, 0
+	for i, r := range res[:called] {
+		if r == ConsumeSuccess {
+			consumed += len(run[i])
+		} else {
+			failed += len(run[i])
 		}
 	}
 	m.stats.addConsumed(slot, int64(consumed))
+	if failed > 0 {
+		m.stats.failed.Add(int64(failed))
+	}
 	if timed {
 		long = m.clk.Now().Sub(t0) >= time.Duration(called)*runCallMax
 		m.noteCalls(!long)

@@ -2,6 +2,7 @@ package consumer
 
 import (
 	"context"
+	"log/slog"
 	"slices"
 	"sync"
 	"testing"
@@ -199,4 +200,69 @@ func TestPushLongCallsTurnRunsOff(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
+}
+
+// TestRunCallsTimeOutOneByOne: the calls of a run share one swap between
+// them (one ends and the next starts), yet the consume timeout still sees
+// each call on its own: a run of short calls lasting several timeouts is
+// never cancelled, and a call that runs past the timeout in the middle of
+// a run is the only one cancelled and failed; the call after it gets a
+// fresh context.
+func TestRunCallsTimeOutOneByOne(t *testing.T) {
+	const timeout = time.Minute
+	fake := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	m := &member{kind: kindPush, clk: fake, ctx: ctx, mg: &Manager{}, log: slog.New(slog.DiscardHandler)}
+	m.o.ConsumeTimeout = timeout
+	m.slots = make([]runSlot, 1)
+	m.slots[0].parent, m.slots[0].release = context.WithCancel(ctx)
+	defer m.slots[0].release()
+	p := newPQ(m, Queue{Topic: "t"}, &subscription{topic: "t"})
+	var ctxs []context.Context
+	var errs []error
+	m.h = func(ctx context.Context, msgs []*message.MessageExt) ConsumeResult {
+		ctxs = append(ctxs, ctx)
+		// Each call sees two checks: the first as it starts, the
+		// second 0.6 of a timeout later, so that five short calls
+		// span three timeouts. The slow one sees a third check a
+		// timeout after its first: the check cancels it.
+		m.checkTimeouts()
+		fake.Advance(timeout * 6 / 10)
+		m.checkTimeouts()
+		if string(msgs[0].Body) == "slow" {
+			fake.Advance(timeout)
+			m.checkTimeouts()
+		}
+		errs = append(errs, ctx.Err())
+		return ConsumeSuccess
+	}
+	bodies := []string{"a", "b", "slow", "c", "d"}
+	run := make([][]*message.MessageExt, len(bodies))
+	for i, b := range bodies {
+		run[i] = []*message.MessageExt{{Message: message.Message{Body: []byte(b)}}}
+	}
+	res := make([]ConsumeResult, len(run))
+	called, _ := m.callRun(p, 0, run, res, false)
+	if called != len(run) {
+		t.Fatalf("%d calls, want %d", called, len(run))
+	}
+	want := []ConsumeResult{ConsumeSuccess, ConsumeSuccess, ReconsumeLater, ConsumeSuccess, ConsumeSuccess}
+	if !slices.Equal(res, want) {
+		t.Fatalf("results %v, want %v", res, want)
+	}
+	wantErrs := []error{nil, nil, context.Canceled, nil, nil}
+	if !slices.Equal(errs, wantErrs) {
+		t.Fatalf("ctx.Err() seen by the calls %v, want %v", errs, wantErrs)
+	}
+	if ctxs[0] != ctxs[2] || ctxs[3] == ctxs[2] || ctxs[3] != ctxs[4] {
+		t.Fatal("want one context up to the timed-out call and a fresh one after it")
+	}
+	s := m.statsSnapshot()
+	if s.Timeouts != 1 || s.Failed != 1 || s.Consumed != 4 {
+		t.Fatalf("stats %+v, want 1 timeout, 1 failed, 4 consumed", s)
+	}
+	if seq := m.slots[0].seq.Load(); seq&1 != 0 {
+		t.Fatalf("seq %d is odd after the run: the slot still shows a call running", seq)
+	}
 }

@@ -254,3 +254,43 @@ func TestCoreHandoff(t *testing.T) {
 		t.Fatalf("note %q does not say the round trips", l.Note)
 	}
 }
+
+// TestDecodeFloors: both decode-floor probes count exactly the messages
+// asked for and their body bytes, over a queue of known bodies (the
+// parallel one splitting the count over its goroutines, an odd count
+// included).
+func TestDecodeFloors(t *testing.T) {
+	for _, reader := range []string{ReaderDecodeFloor, ReaderDecodeFloorParallel} {
+		t.Run(reader, func(t *testing.T) {
+			dir := t.TempDir()
+			q, err := mqliteSystem{}.Open(Params{Dir: dir, Producers: 1, Batch: 1, SegmentSize: 1 << 20, Reader: reader})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for range 10 {
+				if err := q.Send(0, [][]byte{[]byte("twelve bytes")}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := q.Close(); err != nil {
+				t.Fatal(err)
+			}
+			// The records are loaded when the store opens with a backlog.
+			if q, err = (mqliteSystem{}).Open(Params{Dir: dir, Producers: 1, Batch: 1, SegmentSize: 1 << 20, Reader: reader}); err != nil {
+				t.Fatal(err)
+			}
+			defer q.Close()
+			c, err := q.NewConsumer()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			for _, n := range []int64{1, 7, 25} {
+				msgs, bytes, err := c.(Counter).Count(context.Background(), n)
+				if err != nil || msgs != n || bytes != 12*n {
+					t.Fatalf("Count(%d): %d msgs, %d bytes, %v; want %d, %d", n, msgs, bytes, err, n, 12*n)
+				}
+			}
+		})
+	}
+}

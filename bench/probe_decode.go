@@ -2,6 +2,9 @@ package bench
 
 import (
 	"context"
+	"errors"
+	"runtime"
+	"sync"
 
 	"github.com/mqlite/mqlite"
 	"github.com/mqlite/mqlite/message"
@@ -111,3 +114,46 @@ func (f *decodeFloor) Next(_ context.Context, dst [][]byte) ([][]byte, error) {
 }
 
 func (f *decodeFloor) Close() error { return nil }
+
+// decodeFloorParallel is the decode floor on every processor: GOMAXPROCS
+// goroutines decode as the decode floor does, each its share of the count
+// into a Batch of its own, starting at its own record. Set against the
+// one-goroutine row, it says how far decoding into new messages (the
+// allocation, the collector) gains from more processors: a consumer
+// spreads its decoding over them.
+type decodeFloorParallel struct{ f *decodeFloor }
+
+// Count decodes n records over GOMAXPROCS goroutines and returns their
+// number and body bytes.
+func (p decodeFloorParallel) Count(ctx context.Context, n int64) (msgs, bytes int64, err error) {
+	procs := int64(runtime.GOMAXPROCS(0))
+	type share struct {
+		msgs, bytes int64
+		err         error
+	}
+	out := make([]share, procs)
+	var wg sync.WaitGroup
+	for g := range procs {
+		c := &decodeFloor{buf: p.f.buf, ends: p.f.ends, offs: p.f.offs, next: int(g) * len(p.f.ends) / int(procs)}
+		k := n / procs
+		if g < n%procs {
+			k++
+		}
+		wg.Go(func() {
+			s := &out[g]
+			s.msgs, s.bytes, s.err = c.Count(ctx, k)
+		})
+	}
+	wg.Wait()
+	for _, s := range out {
+		msgs, bytes, err = msgs+s.msgs, bytes+s.bytes, errors.Join(err, s.err)
+	}
+	return msgs, bytes, err
+}
+
+// Next is unused (the row calls Count); it decodes one record.
+func (p decodeFloorParallel) Next(ctx context.Context, dst [][]byte) ([][]byte, error) {
+	return p.f.Next(ctx, dst)
+}
+
+func (p decodeFloorParallel) Close() error { return nil }

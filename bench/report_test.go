@@ -130,10 +130,10 @@ func TestConfigPlanAndFilters(t *testing.T) {
 	if all[0].Kind != KindLimits || all[len(all)-1].Kind != KindRecovery {
 		t.Fatalf("plan starts with %s, ends with %s", all[0].Kind, all[len(all)-1].Kind)
 	}
-	// mqlite has four consume rows per size (push, pull, readqueue and
-	// the decode-floor probe) and two sync latency rows (durable reads,
-	// read-uncommitted).
-	if want := 1 + len(Systems())*(2*3*2+2+2) + 2*3 + 1 + 1; len(all) != want {
+	// mqlite has five consume rows per size (push, pull, readqueue and
+	// the two decode-floor probes) and two sync latency rows (durable
+	// reads, read-uncommitted).
+	if want := 1 + len(Systems())*(2*3*2+2+2) + 2*4 + 1 + 1; len(all) != want {
 		t.Errorf("%d jobs, want %d", len(all), want)
 	}
 	var readers []string
@@ -142,7 +142,7 @@ func TestConfigPlanAndFilters(t *testing.T) {
 			readers = append(readers, j.SystemLabel())
 		}
 	}
-	if want := []string{"mqlite push", "mqlite pull", "mqlite readqueue", "mqlite decode-floor"}; !slices.Equal(readers, want) {
+	if want := []string{"mqlite push", "mqlite pull", "mqlite readqueue", "mqlite decode-floor", "mqlite decode-floor-parallel"}; !slices.Equal(readers, want) {
 		t.Errorf("mqlite consume rows %q, want %q", readers, want)
 	}
 	var latency []string

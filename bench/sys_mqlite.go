@@ -94,7 +94,7 @@ func openMqlite(p Params, o *mqlite.Options) (Queue, error) {
 			q.msgs[i][j] = &mqlite.Message{Topic: mqliteTopic}
 		}
 	}
-	if p.Reader == ReaderDecodeFloor { // untimed: Open comes before the clock starts
+	if p.Reader == ReaderDecodeFloor || p.Reader == ReaderDecodeFloorParallel { // untimed: Open comes before the clock starts
 		if q.floor, err = loadDecodeFloor(s); err != nil {
 			s.Close()
 			return nil, err
@@ -105,7 +105,7 @@ func openMqlite(p Params, o *mqlite.Options) (Queue, error) {
 
 type mqliteQueue struct {
 	s      *mqlite.Store
-	floor  *decodeFloor        // ReaderDecodeFloor: the records, loaded by Open
+	floor  *decodeFloor        // the decode floors' records, loaded by Open
 	reader string              // Params.Reader: what NewConsumer returns
 	queues int                 // the topic's
 	spread int                 // spreads: the queue of the next Send
@@ -165,9 +165,12 @@ func (q *mqliteQueue) NewConsumer() (Consumer, error) {
 		return newMqlitePush(q.s)
 	case ReaderPull:
 		return newMqlitePull(q.s)
-	case ReaderDecodeFloor:
+	case ReaderDecodeFloor, ReaderDecodeFloorParallel:
 		if q.floor == nil {
 			return nil, errors.New("decode floor: no records were loaded (empty queue 0)")
+		}
+		if q.reader == ReaderDecodeFloorParallel {
+			return decodeFloorParallel{q.floor}, nil
 		}
 		return q.floor, nil
 	}

@@ -40,13 +40,16 @@ const (
 	// hands them out, with no store and no consumer around it (see
 	// decodeFloor): the cost every mqlite consume row pays at least.
 	ReaderDecodeFloor = "decode-floor"
+	// ReaderDecodeFloorParallel is the decode floor on GOMAXPROCS
+	// goroutines (see decodeFloorParallel).
+	ReaderDecodeFloorParallel = "decode-floor-parallel"
 )
 
 // Readers lists the readers a system's consume rows run with, one row
 // each; nil for a system with one way to read.
 func Readers(system string) []string {
 	if system == "mqlite" {
-		return []string{ReaderPush, ReaderPull, ReaderReadQueue, ReaderDecodeFloor}
+		return []string{ReaderPush, ReaderPull, ReaderReadQueue, ReaderDecodeFloor, ReaderDecodeFloorParallel}
 	}
 	return nil
 }

@@ -288,9 +288,11 @@ type runSlot struct {
 	parent  context.Context // the worker's context, a child of member.ctx
 	release context.CancelFunc
 
-	// seq is odd while a call runs and counts calls. The worker ends call
-	// s with CompareAndSwap(s, s+1); the check cancels it with the same
-	// swap, so exactly one of them ends it.
+	// seq is odd while a call runs, and every call has a value of its
+	// own. The worker ends call s with CompareAndSwap(s, s+1), or, between
+	// two calls of a run, ends it and starts the next with
+	// CompareAndSwap(s, s+2) (callRun); the check cancels it with
+	// CompareAndSwap(s, s+1), so exactly one of them ends it.
 	seq atomic.Uint64
 	// ctx is the handler context of the worker's calls: one is reused
 	// until the check cancels it, so a call costs no context of its own.

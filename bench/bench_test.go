@@ -294,3 +294,33 @@ func TestDecodeFloors(t *testing.T) {
 		})
 	}
 }
+
+// TestConsumeRowInTwoProcesses: a consume row's backlog is written by one
+// child and read by another. The reader refuses a directory with no
+// complete backlog (so a runner that skipped the writer fails instead of
+// timing an empty store), a writer's failure is the row's error, and the
+// two children together read back every message.
+func TestConsumeRowInTwoProcesses(t *testing.T) {
+	job := Job{Kind: KindConsume, System: "mqlite", Mode: Async, Size: 64, Count: 500, Producers: 1,
+		Batch: 100, SegmentSize: 1 << 20, Reader: ReaderPull}
+
+	alone := job
+	alone.Dir = t.TempDir()
+	if r := Execute(alone); !strings.Contains(r.Err, "no backlog written") {
+		t.Fatalf("reader without a writer: err %q, want no backlog written", r.Err)
+	}
+
+	bad := job
+	bad.System = "nosuch"
+	if r := runConsumeJob(context.Background(), t.TempDir(), bad); !strings.HasPrefix(r.Err, "backlog writer: ") {
+		t.Fatalf("failing writer: err %q, want the writer's error", r.Err)
+	}
+
+	r := runConsumeJob(context.Background(), t.TempDir(), job)
+	if r.Err != "" || r.Msgs != 500 || r.Bytes != 500*64 {
+		t.Fatalf("consume row: %d msgs, %d bytes, err %q; want 500, %d", r.Msgs, r.Bytes, r.Err, 500*64)
+	}
+	if !strings.Contains(r.Durability, "reopened in a new process") {
+		t.Fatalf("durability %q does not say the reader is a new process", r.Durability)
+	}
+}

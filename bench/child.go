@@ -181,6 +181,35 @@ func readResult(j Job, out string, cmd *exec.Cmd, runErr error, stderr *tailBuff
 	return r
 }
 
+// runConsumeJob runs a consume row in two children in one directory: the
+// first writes the backlog and exits, the second opens it and reads it.
+// A reader in the writer's process would start with the heap the writes
+// left behind: a system that writes through the Go heap would read with
+// memory the kernel has already handed out, one that writes through a
+// mapping would not.
+func runConsumeJob(ctx context.Context, base string, j Job) Result {
+	dir, err := os.MkdirTemp(base, "consume-")
+	if err != nil {
+		return Result{Job: j, Err: err.Error()}
+	}
+	defer os.RemoveAll(dir)
+	j.Dir = filepath.Join(dir, "data")
+	if err := os.Mkdir(j.Dir, 0o755); err != nil {
+		return Result{Job: j, Err: err.Error()}
+	}
+	w := j
+	w.Kind = kindConsumeWrite
+	var stderr tailBuffer
+	cmd, err := childCmd(ctx, w, filepath.Join(dir, "writer.json"), &stderr)
+	if err == nil {
+		err = cmd.Run()
+	}
+	if r := readResult(w, filepath.Join(dir, "writer.json"), cmd, err, &stderr); r.Err != "" {
+		return Result{Job: j, Err: "backlog writer: " + r.Err}
+	}
+	return runChildIn(ctx, dir, j)
+}
+
 // runRecoveryJob runs the crash test: a writer child killed with SIGKILL
 // once it reports j.RecoveryBytes written, then a child that recovers.
 func runRecoveryJob(ctx context.Context, base string, j Job) Result {

@@ -17,6 +17,7 @@ const (
 	KindRecovery Kind = "recovery" // mqlite only: reopen after SIGKILL, then key lookups
 
 	kindRecoveryWrite Kind = "recovery-write" // the child that is killed
+	kindConsumeWrite  Kind = "consume-write"  // the child that writes a consume row's backlog
 )
 
 // Mode is how producers send: durability and messages per call.
@@ -152,12 +153,14 @@ func Execute(j Job) Result {
 	switch j.Kind {
 	case KindLimits:
 		r, err = runLimits(j)
-	case KindProduce, KindConsume, KindLatency:
+	case KindProduce, KindConsume, kindConsumeWrite, KindLatency:
 		var sys System
 		if sys, err = LookupSystem(j.System); err == nil {
 			switch j.Kind {
 			case KindProduce:
 				r, err = runProduce(sys, j)
+			case kindConsumeWrite:
+				err = runConsumeWrite(sys, j)
 			case KindConsume:
 				r, err = runConsume(sys, j)
 			default:

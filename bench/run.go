@@ -33,9 +33,12 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Report, error) {
 		pr.begin(j)
 		var r Result
 		t := time.Now()
-		if j.Kind == KindRecovery {
+		switch j.Kind {
+		case KindRecovery:
 			r = runRecoveryJob(ctx, base, j)
-		} else {
+		case KindConsume:
+			r = runConsumeJob(ctx, base, j)
+		default:
 			r = runChild(ctx, base, j)
 		}
 		r.WallSeconds = time.Since(t).Seconds()

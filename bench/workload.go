@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"runtime"
 	"sync"
 	"time"
@@ -120,35 +121,52 @@ func runProduce(sys System, j Job) (r Result, err error) {
 	return r, nil
 }
 
-// runConsume writes a backlog of j.Count messages (async, in batches of
-// j.Batch, untimed), closes and reopens the store, then times one
-// consumer (j.Reader's) reading all of it: by Next, or for a Counter (a
-// push consumer) by Count.
-func runConsume(sys System, j Job) (r Result, err error) {
-	p := j.Params()
-	q, err := sys.Open(p)
+// runConsumeWrite is the first half of a consume row, in a child of its
+// own: it writes a backlog of j.Count messages (async, in batches of
+// j.Batch), closes the store and leaves a marker beside j.Dir (backlogDone)
+// for the reader.
+func runConsumeWrite(sys System, j Job) error {
+	q, err := sys.Open(j.Params())
 	if err != nil {
-		return r, err
+		return err
 	}
 	pool := newBodyPool(j.Size)
-	bodies := make([][]byte, p.Batch)
+	bodies := make([][]byte, j.Params().Batch)
 	for n := 0; n < j.Count; {
-		k := min(p.Batch, j.Count-n)
+		k := min(len(bodies), j.Count-n)
 		for i := range k {
 			bodies[i] = pool.body(n + i)
 		}
 		if err := q.Send(0, bodies[:k]); err != nil {
 			q.Close()
-			return r, fmt.Errorf("writing the backlog: %w", err)
+			return fmt.Errorf("writing the backlog: %w", err)
 		}
 		n += k
 	}
 	if err := q.Close(); err != nil {
-		return r, err
+		return err
 	}
-	r.Durability = "backlog: " + sys.Durability(p) + "; then reopened, one consumer"
+	return os.WriteFile(backlogDone(j), nil, 0o644)
+}
+
+// backlogDone is the marker runConsumeWrite leaves once the backlog in
+// j.Dir is complete and closed.
+func backlogDone(j Job) string { return j.Dir + ".backlog" }
+
+// runConsume is the second half of a consume row, in a new process (the
+// runner starts it once runConsumeWrite's child has ended, so that no row
+// reads with a heap its writes warmed): it opens the store with the
+// backlog and times one consumer (j.Reader's) reading all of it: by Next,
+// or for a Counter (a push consumer) by Count.
+func runConsume(sys System, j Job) (r Result, err error) {
+	if _, err := os.Stat(backlogDone(j)); err != nil {
+		return r, fmt.Errorf("no backlog written in %s: %w", j.Dir, err)
+	}
+	p := j.Params()
+	r.Durability = "backlog: " + sys.Durability(p) + "; then reopened in a new process, one consumer"
 	p.Batch = 1
-	if q, err = sys.Open(p); err != nil {
+	q, err := sys.Open(p)
+	if err != nil {
 		return r, err
 	}
 	defer closeQueue(q, &err)

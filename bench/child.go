@@ -136,20 +136,30 @@ func childCmd(ctx context.Context, j Job, out string, stderr *tailBuffer) (*exec
 // runChild runs j in a child process in a fresh directory under base and
 // returns its result; a child that fails to report becomes an error row.
 func runChild(ctx context.Context, base string, j Job) Result {
-	dir, err := os.MkdirTemp(base, "job-")
+	dir, err := newJobDir(base, "job-", &j)
 	if err != nil {
 		return Result{Job: j, Err: err.Error()}
 	}
 	defer os.RemoveAll(dir)
-	j.Dir = filepath.Join(dir, "data")
-	if err := os.Mkdir(j.Dir, 0o755); err != nil {
-		return Result{Job: j, Err: err.Error()}
-	}
-	return runChildIn(ctx, dir, j)
+	return runChildIn(ctx, filepath.Join(dir, "result.json"), j)
 }
 
-func runChildIn(ctx context.Context, dir string, j Job) Result {
-	out := filepath.Join(dir, "result.json")
+// newJobDir makes a fresh directory under base for a job and its data
+// directory in it, which it sets as j.Dir. The caller removes dir.
+func newJobDir(base, prefix string, j *Job) (dir string, err error) {
+	if dir, err = os.MkdirTemp(base, prefix); err != nil {
+		return "", err
+	}
+	j.Dir = filepath.Join(dir, "data")
+	if err := os.Mkdir(j.Dir, 0o755); err != nil {
+		os.RemoveAll(dir)
+		return "", err
+	}
+	return dir, nil
+}
+
+// runChildIn runs j in a child process that writes its result to out.
+func runChildIn(ctx context.Context, out string, j Job) Result {
 	var stderr tailBuffer
 	cmd, err := childCmd(ctx, j, out, &stderr)
 	if err == nil {
@@ -188,37 +198,27 @@ func readResult(j Job, out string, cmd *exec.Cmd, runErr error, stderr *tailBuff
 // memory the kernel has already handed out, one that writes through a
 // mapping would not.
 func runConsumeJob(ctx context.Context, base string, j Job) Result {
-	dir, err := os.MkdirTemp(base, "consume-")
+	dir, err := newJobDir(base, "consume-", &j)
 	if err != nil {
 		return Result{Job: j, Err: err.Error()}
 	}
 	defer os.RemoveAll(dir)
-	j.Dir = filepath.Join(dir, "data")
-	if err := os.Mkdir(j.Dir, 0o755); err != nil {
-		return Result{Job: j, Err: err.Error()}
-	}
 	w := j
 	w.Kind = kindConsumeWrite
-	var stderr tailBuffer
-	cmd, err := childCmd(ctx, w, filepath.Join(dir, "writer.json"), &stderr)
-	if err == nil {
-		err = cmd.Run()
-	}
-	if r := readResult(w, filepath.Join(dir, "writer.json"), cmd, err, &stderr); r.Err != "" {
+	if r := runChildIn(ctx, filepath.Join(dir, "writer.json"), w); r.Err != "" {
 		return Result{Job: j, Err: "backlog writer: " + r.Err}
 	}
-	return runChildIn(ctx, dir, j)
+	return runChildIn(ctx, filepath.Join(dir, "result.json"), j)
 }
 
 // runRecoveryJob runs the crash test: a writer child killed with SIGKILL
 // once it reports j.RecoveryBytes written, then a child that recovers.
 func runRecoveryJob(ctx context.Context, base string, j Job) Result {
-	dir, err := os.MkdirTemp(base, "recovery-")
+	dir, err := newJobDir(base, "recovery-", &j)
 	if err != nil {
 		return Result{Job: j, Err: err.Error()}
 	}
 	defer os.RemoveAll(dir)
-	j.Dir = filepath.Join(dir, "data")
 	w := j
 	w.Kind = kindRecoveryWrite
 	var stderr tailBuffer
@@ -242,5 +242,5 @@ func runRecoveryJob(ctx context.Context, base string, j Job) Result {
 	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || ws.Signal() != syscall.SIGKILL {
 		return Result{Job: j, Err: fmt.Sprintf("recovery writer ended before the kill: %v", waitErr)}
 	}
-	return runChildIn(ctx, dir, j)
+	return runChildIn(ctx, filepath.Join(dir, "result.json"), j)
 }

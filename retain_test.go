@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/require"
@@ -163,33 +164,41 @@ func TestDeleteTopic(t *testing.T) {
 // Segments go before the store's retention age once every queue's
 // retained start has moved past them, and not while one queue still
 // holds a message in them.
+//
+// It runs in a bubble: the background pass the clock's advance wakes
+// would otherwise race the purge and free the segments first.
 func TestTopicRetentionFreesSegments(t *testing.T) {
-	clk := clock.NewFake(t0)
-	s := dedupStore(t, vfs.NewMem(), clk, &Options{SegmentSize: 8 << 10, NoRecycle: true})
-	require.NoError(t, s.CreateTopic("short", TopicConfig{Queues: 1, RetentionAge: time.Minute}))
-	require.NoError(t, s.CreateTopic("long", TopicConfig{Queues: 1}))
-	putStrings(t, s, "long", "pinned")
-	body := string(make([]byte, 1000))
-	for range 30 {
-		putStrings(t, s, "short", body)
-	}
-	clk.Advance(2 * time.Minute)
-	putStrings(t, s, "short", "fresh")
-	before := s.log.MinOffset()
-	rep, err := s.CleanExpired()
-	require.NoError(t, err)
-	require.Zero(t, rep.Segments, "long's message pins the first segment")
-	require.Equal(t, before, s.log.MinOffset())
+	synctest.Test(t, func(t *testing.T) {
+		clk := clock.NewFake(t0)
+		s := dedupStore(t, vfs.NewMem(), clk, &Options{SegmentSize: 8 << 10, NoRecycle: true})
+		require.NoError(t, s.CreateTopic("short", TopicConfig{Queues: 1, RetentionAge: time.Minute}))
+		require.NoError(t, s.CreateTopic("long", TopicConfig{Queues: 1}))
+		putStrings(t, s, "long", "pinned")
+		body := string(make([]byte, 1000))
+		for range 30 {
+			putStrings(t, s, "short", body)
+		}
+		clk.Advance(2 * time.Minute)
+		// The advance fires the background retention pass; let it finish
+		// now, so the passes below are the only ones after the purge.
+		synctest.Wait()
+		putStrings(t, s, "short", "fresh")
+		before := s.log.MinOffset()
+		rep, err := s.CleanExpired()
+		require.NoError(t, err)
+		require.Zero(t, rep.Segments, "long's message pins the first segment")
+		require.Equal(t, before, s.log.MinOffset())
 
-	require.NoError(t, s.PurgeTopic("long"))
-	rep, err = s.CleanExpired()
-	require.NoError(t, err)
-	require.Positive(t, rep.Segments)
-	require.Greater(t, s.log.MinOffset(), before)
-	require.Equal(t, []string{"fresh"}, pollAll(t, s, "g", "short"))
-	st, err := s.Stats()
-	require.NoError(t, err)
-	require.Zero(t, st.Retention.EarlySegments, "freed segments are not deleted early")
+		require.NoError(t, s.PurgeTopic("long"))
+		rep, err = s.CleanExpired()
+		require.NoError(t, err)
+		require.Positive(t, rep.Segments)
+		require.Greater(t, s.log.MinOffset(), before)
+		require.Equal(t, []string{"fresh"}, pollAll(t, s, "g", "short"))
+		st, err := s.Stats()
+		require.NoError(t, err)
+		require.Zero(t, st.Retention.EarlySegments, "freed segments are not deleted early")
+	})
 }
 
 // A message hidden by a purge, a deletion or its topic's retention is not
